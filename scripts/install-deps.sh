@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what execbox needs on Debian 12, only when something is missing. Run as root.
+set -euo pipefail
+
+build_packages=(g++ cmake make pkg-config libseccomp-dev libcap-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libbenchmark-dev)
+# The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI.
+python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy)
+# Test and benchmark tools.
+tool_packages=(bubblewrap util-linux procps)
+
+wanted=("${build_packages[@]}" "${python_packages[@]}" "${tool_packages[@]}")
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root to install them" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# --no-install-recommends: matplotlib's recommends pull libboost1.74-dev, which conflicts with
+# the Boost 1.81 that the HTTP server will want.
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,23 @@
+// Small I/O helpers with errors as values.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+
+namespace execbox {
+
+// Reads a whole file (up to max_bytes; more is an error).
+Expected<std::string> ReadFile(const std::string& path, size_t max_bytes = 64u << 20);
+// Writes data to an existing file, as cgroup and /proc control files want (one write).
+Status WriteFile(const std::string& path, std::string_view data);
+// Writes all of data to fd, retrying on EINTR and short writes.
+Status WriteAll(int fd, std::string_view data);
+// A pipe with both ends close-on-exec.
+Expected<std::pair<UniqueFd, UniqueFd>> MakePipe();
+// Parses sizes such as 256M, 1G, 4096, 64KiB.
+Expected<uint64_t> ParseSize(std::string_view text);
+
+}  // namespace execbox

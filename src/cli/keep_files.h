@@ -1,0 +1,14 @@
+// Writes collected files under a host directory without ever following a link there.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "jail/sandbox.h"
+
+namespace execbox::cli {
+
+Status WriteFilesUnder(const std::string& dir, const std::vector<jail::CollectedFile>& files);
+
+}  // namespace execbox::cli

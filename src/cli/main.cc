@@ -1,0 +1,20 @@
+// execbox: run untrusted Python in a fresh Linux sandbox.
+#include <CLI/CLI.hpp>
+
+#include "cli/doctor_command.h"
+#include "cli/run_command.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"execbox: runs untrusted Python in a Linux sandbox and reports exactly what happened"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "execbox 0.1.0");
+  int exit_status = 0;
+  execbox::cli::AddRunCommand(app, exit_status);
+  execbox::cli::AddDoctorCommand(app, exit_status);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return exit_status;
+}

@@ -1,0 +1,144 @@
+#include "cli/run_command.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "base/io.h"
+#include "cli/keep_files.h"
+#include "engine/engine.h"
+#include "engine/result_json.h"
+
+namespace execbox::cli {
+namespace {
+
+struct RunArgs {
+  std::string source;  // FILE or "-"
+  std::string code;    // -c
+  bool json = false;
+  double timeout = 0, cpu_time = 0;
+  std::string memory, output_limit, disk;
+  uint32_t max_processes = 0;
+  std::string stdin_file;
+  std::vector<std::string> files;
+  std::string keep_files;
+};
+
+const char* const kExitCodes =
+    "Exit status: the code's own exit status when it ran to the end (0 ok, 1 uncaught exception or\n"
+    "syntax error, n for sys.exit(n)); 124 timeout (wall or CPU); 137 memory limit; 125 output limit;\n"
+    "128+N killed by signal N; 70 internal error (the jail could not be built); 2 bad usage.";
+
+Status ApplyLimits(const RunArgs& a, jail::Limits& l) {
+  if (a.timeout > 0) l.wall_time = std::chrono::milliseconds(static_cast<int64_t>(a.timeout * 1000));
+  if (a.cpu_time > 0) l.cpu_time = std::chrono::milliseconds(static_cast<int64_t>(a.cpu_time * 1000));
+  if (a.max_processes > 0) l.max_processes = a.max_processes;
+  auto size = [](const std::string& text, uint64_t& out) -> Status {
+    if (text.empty()) return {};
+    auto v = ParseSize(text);
+    if (!v) return std::unexpected(v.error());
+    out = *v;
+    return {};
+  };
+  if (auto s = size(a.memory, l.memory_bytes); !s) return s;
+  if (auto s = size(a.output_limit, l.output_bytes); !s) return s;
+  if (auto s = size(a.disk, l.work_dir_bytes); !s) return s;
+  return {};
+}
+
+Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
+  runtime::PythonProgram p;
+  if (!a.code.empty()) {
+    p.code = a.code;
+  } else if (a.source == "-") {
+    auto code = ReadFile("/dev/stdin");
+    if (!code) return std::unexpected(code.error());
+    p.code = std::move(*code);
+    p.display_name = "<stdin>";
+  } else if (!a.source.empty()) {
+    auto code = ReadFile(a.source);
+    if (!code) return std::unexpected(code.error());
+    p.code = std::move(*code);
+    p.display_name = a.source;
+  } else {
+    return Fail("give a FILE, - for standard input, or -c CODE");
+  }
+  if (!a.stdin_file.empty()) {
+    auto in = ReadFile(a.stdin_file);
+    if (!in) return std::unexpected(in.error());
+    p.stdin_data = std::move(*in);
+  }
+  for (const auto& spec : a.files) {
+    size_t eq = spec.find('=');
+    if (eq == std::string::npos) return Fail("--file wants NAME=PATH, got '" + spec + "'");
+    if (auto valid = jail::ValidateRelativeName(spec.substr(0, eq)); !valid) {
+      return Fail("--file " + spec + ": " + valid.error().message);
+    }
+    auto content = ReadFile(spec.substr(eq + 1), 1ull << 30);
+    if (!content) return std::unexpected(content.error());
+    p.inputs.push_back({spec.substr(0, eq), std::move(*content)});
+  }
+  if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
+  p.collect_files = !a.keep_files.empty() || a.json;
+  return p;
+}
+
+int Run(const RunArgs& a) {
+  auto program = MakeProgram(a);
+  if (!program) {
+    std::cerr << "execbox run: " << program.error().message << "\n";
+    return 2;
+  }
+  engine::ExecuteOptions options;
+  if (!a.json) {
+    options.on_output = [](jail::Stream s, std::string_view data) {
+      (void)WriteAll(s == jail::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
+    };
+  }
+  auto result = engine::Execute(*program, options);
+  if (!result) {
+    std::cerr << "execbox run: " << result.error().message << "\n";
+    return 70;
+  }
+  if (!a.keep_files.empty()) {
+    if (auto s = WriteFilesUnder(a.keep_files, result->files); !s) {
+      std::cerr << "execbox run: --keep-files: " << s.error().message << "\n";
+    }
+  }
+  if (a.json) {
+    std::cout << engine::Dump(engine::ToJson(*result), 2) << std::endl;
+  } else if (result->status != engine::Status::kOk && result->status != engine::Status::kError &&
+             result->status != engine::Status::kSyntaxError && result->error) {
+    // The code's own traceback is already on stderr; limits are explained here.
+    std::cerr << "execbox: " << result->error->ename << ": " << result->error->evalue << "\n";
+  }
+  return engine::ProcessExitCode(*result);
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, int& exit_status) {
+  auto args = std::make_shared<RunArgs>();
+  jail::Limits defaults;
+  CLI::App* run = app.add_subcommand("run", "Run Python code in a fresh sandbox");
+  run->footer(kExitCodes);
+  run->add_option("source", args->source, "Python file to run, or - for standard input");
+  run->add_option("-c,--code", args->code, "Python code to run");
+  run->add_flag("--json", args->json, "Print one JSON result instead of streaming output");
+  run->add_option("--timeout", args->timeout, "Wall-time limit in seconds")
+      ->default_str(std::to_string(defaults.wall_time.count() / 1000));
+  run->add_option("--cpu-time", args->cpu_time, "CPU-time limit in seconds")
+      ->default_str(std::to_string(defaults.cpu_time.count() / 1000));
+  run->add_option("--memory", args->memory, "Memory limit (e.g. 256M)")->default_str("256M");
+  run->add_option("--max-processes", args->max_processes, "Processes + threads")
+      ->default_str(std::to_string(defaults.max_processes));
+  run->add_option("--output-limit", args->output_limit, "Bytes kept per output stream (head + tail)")
+      ->default_str("1M");
+  run->add_option("--disk", args->disk, "Size of the work dir (and the largest file)")->default_str("64M");
+  run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
+  run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
+  run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
+  run->callback([args, &exit_status] { exit_status = Run(*args); });
+}
+
+}  // namespace execbox::cli

@@ -1,0 +1,79 @@
+#include "engine/result_json.h"
+
+#include <csignal>
+#include <cstring>
+
+namespace execbox::engine {
+namespace {
+
+using nlohmann::json;
+
+json StreamFields(const StreamText& s) { return s.text; }
+
+json LimitsJson(const Result& r) {
+  const jail::Limits& l = r.limits;
+  const jail::Enforcement& e = r.enforcement;
+  auto limit = [](auto value, const std::string& by) { return json{{"value", value}, {"enforced_by", by}}; };
+  return {
+      {"wall_time_ms", limit(l.wall_time.count(), e.wall_time)},
+      {"cpu_time_ms", limit(l.cpu_time.count(), e.cpu_time)},
+      {"memory_bytes", limit(l.memory_bytes, e.memory)},
+      {"max_processes", limit(l.max_processes, e.processes)},
+      {"output_bytes", limit(l.output_bytes, e.output)},
+      {"disk_bytes", limit(l.work_dir_bytes, e.disk + "+rlimit")},
+      {"tmp_bytes", limit(l.tmp_bytes, e.disk)},
+      {"open_files", limit(l.open_files, "rlimit")},
+  };
+}
+
+json LayersJson(const jail::Layers& l) {
+  return {
+      {"namespaces",
+       {{"user", l.user_ns}, {"pid", l.pid_ns}, {"mount", l.mount_ns}, {"net", l.net_ns}, {"ipc", l.ipc_ns},
+        {"uts", l.uts_ns}, {"cgroup", l.cgroup_ns}}},
+      {"seccomp", l.seccomp},
+      {"no_new_privs", l.no_new_privs},
+      {"capabilities_dropped", l.capabilities_dropped},
+      {"landlock_abi", l.landlock_abi},
+      {"cgroup", l.cgroup},
+  };
+}
+
+}  // namespace
+
+json ToJson(const Result& r) {
+  json j;
+  j["status"] = StatusName(r.status);
+  j["exit_code"] = r.exit_code;
+  j["signal"] = r.signal != 0 ? json(r.signal) : json(nullptr);
+  if (r.signal != 0 && sigabbrev_np(r.signal) != nullptr) {
+    j["signal_name"] = std::string("SIG") + sigabbrev_np(r.signal);
+  }
+  j["stdout"] = StreamFields(r.stdout_text);
+  j["stderr"] = StreamFields(r.stderr_text);
+  j["stdout_truncated"] = r.stdout_text.truncated;
+  j["stderr_truncated"] = r.stderr_text.truncated;
+  j["stdout_bytes"] = r.stdout_text.total_bytes;
+  j["stderr_bytes"] = r.stderr_text.total_bytes;
+  if (r.error) {
+    j["error"] = {{"ename", r.error->ename}, {"evalue", r.error->evalue}, {"traceback", r.error->traceback}};
+  } else {
+    j["error"] = nullptr;
+  }
+  j["usage"] = {{"wall_ms", r.usage.wall_ms},
+                {"cpu_ms", r.usage.cpu_ms},
+                {"peak_memory_bytes", r.usage.peak_memory_bytes}};
+  json files = json::array();
+  for (const auto& f : r.files) files.push_back({{"name", f.name}, {"size", f.content.size()}});
+  j["files"] = files;
+  j["skipped_files"] = r.skipped_files;
+  j["limits"] = LimitsJson(r);
+  j["isolation"] = LayersJson(r.layers);
+  return j;
+}
+
+std::string Dump(const json& j, int indent) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace execbox::engine

@@ -1,0 +1,26 @@
+// Child side of the jail's filesystem: builds the root from the plan, places the input files,
+// and walks the work dir afterwards. Allocation-free and async-signal-safe: runs after clone.
+#pragma once
+
+#include "jail/child_plan.h"
+
+namespace execbox::jail {
+
+// A failed step: a fixed description and the errno.
+struct StepError {
+  const char* step = nullptr;
+  int err = 0;
+  explicit operator bool() const { return step != nullptr; }
+};
+
+// Mounts everything, pivots into the new root and makes it read-only.
+StepError BuildFilesystem(const ChildPlan& plan) noexcept;
+
+// Reads kInputFile messages from the control socket into the work dir until kInputsDone.
+StepError ReceiveInputs(const ChildPlan& plan) noexcept;
+
+// Sends every regular file under the work dir as kOutputFile (never following a symlink or
+// opening a special file), and a kSkippedFile for each one passed over.
+void SendOutputs(const ChildPlan& plan) noexcept;
+
+}  // namespace execbox::jail

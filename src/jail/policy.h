@@ -1,0 +1,82 @@
+// The jail's input: a plain value that says what runs, what it sees and what it may use.
+// The jail knows nothing of Python; the runtime layer fills a Policy for the interpreter.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+
+namespace execbox::jail {
+
+// Every limit, with DESIGN.md's defaults. One source of truth: the CLI and docs read these.
+struct Limits {
+  std::chrono::milliseconds wall_time{30'000};
+  std::chrono::milliseconds cpu_time{30'000};
+  uint64_t memory_bytes = 256ull << 20;   // RAM, no swap
+  uint32_t max_processes = 64;            // processes + threads
+  uint64_t output_bytes = 1ull << 20;     // kept per stream (head + tail)
+  uint64_t output_kill_factor = 64;       // a stream past factor * output_bytes is stopped
+  uint64_t work_dir_bytes = 64ull << 20;  // tmpfs size of the work dir; also RLIMIT_FSIZE
+  uint64_t tmp_bytes = 64ull << 20;       // tmpfs size of /tmp
+  uint64_t shm_bytes = 16ull << 20;       // tmpfs size of /dev/shm
+  uint64_t inodes = 16384;                // per writable tmpfs
+  uint32_t open_files = 256;              // RLIMIT_NOFILE
+};
+
+// A host path made visible read-only (nosuid, nodev) at the same place inside.
+struct Bind {
+  std::string path;
+  bool required = false;  // a missing required path fails the run; others are skipped
+};
+
+// A file the jail writes into its read-only root before the code starts.
+struct SyntheticFile {
+  std::string path;  // absolute, inside the jail
+  std::string content;
+  mode_t mode = 0444;
+};
+
+// A file placed in the work dir before the code starts.
+struct InputFile {
+  std::string name;  // relative, validated with ValidateRelativeName
+  std::string content;
+};
+
+struct FileCollection {
+  bool enabled = false;
+  uint32_t max_files = 32;
+  uint64_t max_file_bytes = 8ull << 20;
+};
+
+struct Policy {
+  std::vector<std::string> argv;  // argv[0] is an absolute path inside the jail
+  std::vector<std::string> env;   // the complete environment, "KEY=value"
+  std::vector<Bind> binds;
+  // Top-level host entries such as /bin or /lib64: a symlink is recreated, a dir bound.
+  std::vector<std::string> root_links;
+  std::vector<SyntheticFile> files;
+  std::vector<InputFile> inputs;
+  std::string stdin_data;
+  std::string hostname = "sandbox";
+  std::string work_dir = "/work";
+  uid_t uid = 1000;  // the id the code runs as inside
+  gid_t gid = 1000;
+  Limits limits;
+  FileCollection collect;
+  // Hands the code a pipe as fd 3 for a structured report (read by the runtime).
+  bool report_channel = false;
+  // Run even when cgroups are missing (limits then fall back to rlimits; reported).
+  bool allow_rlimit_fallback = true;
+};
+
+// Names inside the work dir: relative, no "..", no NUL or control characters, bounded length.
+Status ValidateRelativeName(const std::string& name);
+// Checks a policy before anything is created, so a bad request fails with a clear message.
+Status Validate(const Policy& policy);
+
+}  // namespace execbox::jail

@@ -1,0 +1,86 @@
+// A policy value in, a contained process out: runs Policy::argv in fresh namespaces, waits for
+// it under the limits, and reports exactly what happened.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jail/capture.h"
+#include "jail/policy.h"
+
+namespace execbox::jail {
+
+enum class Stream { kStdout, kStderr };
+
+// Why the run ended, as the supervisor saw it.
+enum class Ending {
+  kExited,         // the main process exited by itself (any code)
+  kSignaled,       // the main process died of a signal nobody here sent
+  kWallTimeout,    // the wall-time limit was reached
+  kCpuTimeout,     // the CPU-time limit was reached
+  kMemoryLimit,    // the cgroup's OOM counter rose
+  kOutputLimit,    // a stream wrote more than output_kill_factor * output_bytes
+  kSetupFailed,    // the jail could not be built (message says which step)
+};
+const char* EndingName(Ending ending);
+
+struct Usage {
+  uint64_t wall_ms = 0;
+  uint64_t cpu_ms = 0;
+  uint64_t peak_memory_bytes = 0;
+  uint64_t pids_peak = 0;  // 0 when unknown
+};
+
+// Which mechanism enforced each limit, so degradation is visible, never silent.
+struct Enforcement {
+  std::string memory;     // "cgroup-v2", "cgroup-v1" or "rlimit"
+  std::string processes;  // "cgroup-v2", "cgroup-v1" or "rlimit"
+  std::string cpu_time;   // "cgroup-v2+rlimit", "cgroup-v1+rlimit" or "rlimit"
+  std::string wall_time = "supervisor";
+  std::string output = "supervisor";
+  std::string disk = "tmpfs";
+};
+
+// The isolation layers that were really in force for this run.
+struct Layers {
+  bool user_ns = false, pid_ns = false, mount_ns = false, net_ns = false, ipc_ns = false,
+       uts_ns = false, cgroup_ns = false;
+  bool seccomp = false, no_new_privs = false, capabilities_dropped = false;
+  int landlock_abi = 0;  // 0: not applied
+  std::string cgroup = "none";
+};
+
+struct CollectedFile {
+  std::string name;
+  std::string content;
+};
+
+struct Outcome {
+  Ending ending = Ending::kExited;
+  int exit_code = 0;    // when kExited
+  int signal = 0;       // the signal that ended the main process, if any
+  std::string message;  // for kSetupFailed, and notes such as skipped files
+  Capture stdout_capture{1 << 20};
+  Capture stderr_capture{1 << 20};
+  std::string report;   // what the code wrote to the report channel (fd 3), bounded
+  bool report_truncated = false;
+  Usage usage;
+  Enforcement enforcement;
+  Layers layers;
+  std::vector<CollectedFile> files;
+  std::vector<std::string> skipped_files;  // "name: reason"
+};
+
+struct RunHooks {
+  // Live output, called as bytes arrive (before capping); may be empty.
+  std::function<void(Stream, std::string_view)> on_output;
+};
+
+// Runs one policy to completion. An error means nothing ran (bad policy, no namespaces);
+// everything that happened once the jail existed is in the Outcome.
+Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks = {});
+
+}  // namespace execbox::jail

@@ -1,0 +1,41 @@
+// The control channel between the supervisor (host) and the jail's init (pid 1): fixed-size
+// headers over a stream socket, so the init side needs no allocation to speak it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace execbox::jail::wire {
+
+enum class Kind : uint32_t {
+  // supervisor -> init
+  kGo = 1,          // id maps and cgroup are in place: build the jail
+  kInputFile = 2,   // a = name length, b = content length; name and content follow
+  kInputsDone = 3,  // start the code
+  kStop = 4,        // kill the code's whole tree now (a limit was reached)
+  // init -> supervisor
+  kStarted = 10,      // the code is running (exec succeeded); a = its pid inside
+  kSetupFailed = 11,  // text = the step that failed, a = errno
+  kExited = 12,       // a = wait status, b = CPU microseconds of the tree, c = max RSS in KiB
+  kOutputFile = 13,   // a = name length, b = content length; name and content follow
+  kSkippedFile = 14,  // a = name length; name follows; text = why
+  kDone = 15,         // nothing more will come
+};
+
+struct Header {
+  Kind kind;
+  int32_t pad = 0;
+  int64_t a = 0;
+  int64_t b = 0;
+  int64_t c = 0;
+  char text[200] = {};
+};
+
+// Reads or writes exactly `size` bytes; false on EOF or error. Async-signal-safe.
+bool WriteExact(int fd, const void* data, size_t size) noexcept;
+bool ReadExact(int fd, void* data, size_t size) noexcept;
+
+// Copies a C string into a fixed buffer, always terminated. Async-signal-safe.
+void CopyText(char* dest, size_t dest_size, const char* src) noexcept;
+
+}  // namespace execbox::jail::wire

@@ -1,0 +1,158 @@
+// The seed's examples and the basic result shape, through the real binary, as root and as an
+// unprivileged user.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "e2e/harness.h"
+
+namespace execbox::e2e {
+namespace {
+
+class Run : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Mode::kUnprivileged && !UnprivilegedUnavailable().empty()) {
+      GTEST_SKIP() << "unprivileged run skipped: " << UnprivilegedUnavailable();
+    }
+  }
+  Invocation Code(const std::string& code, std::vector<std::string> extra = {}) {
+    return RunCode(code, GetParam(), std::move(extra));
+  }
+};
+
+TEST_P(Run, MedianPrintsThree) {
+  Invocation r = Code("import statistics\ndata = [1, 5, 3, 9, 2]\nprint(statistics.median(data))\n");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "ok");
+  EXPECT_EQ(r.json["stdout"], "3\n");
+  EXPECT_EQ(r.json["exit_code"], 0);
+  EXPECT_TRUE(r.json["error"].is_null());
+  EXPECT_EQ(r.exit_status, 0);
+}
+
+TEST_P(Run, StreamsLiveAndMirrorsExitStatus) {
+  Invocation r = RunExecbox({"run", "-c", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)"},
+                            GetParam());
+  EXPECT_EQ(r.out, "out\n");
+  EXPECT_EQ(r.err, "err\n");
+  EXPECT_EQ(r.exit_status, 3);
+}
+
+TEST_P(Run, InfiniteLoopEndsAsTimeoutError) {
+  Invocation r = Code("while True:\n    pass\n", {"--timeout", "5"});
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "timeout");
+  EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
+  EXPECT_EQ(r.exit_status, 124);
+  // A 5 s limit may end anywhere from 4.5 s to well after on a busy machine.
+  EXPECT_GE(r.json["usage"]["wall_ms"].get<int64_t>(), 4500);
+  EXPECT_LT(r.seconds, 30);
+}
+
+TEST_P(Run, CpuTimeLimitEndsAsTimeout) {
+  Invocation r = Code("while True:\n    pass\n", {"--cpu-time", "2", "--timeout", "60"});
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "timeout");
+  EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
+  EXPECT_GE(r.json["usage"]["cpu_ms"].get<int64_t>(), 1500);
+}
+
+TEST_P(Run, UncaughtExceptionHasUserFramesOnly) {
+  Invocation r = Code("def f(x):\n    return 1 / x\n\nf(0)\n");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "error");
+  EXPECT_EQ(r.json["error"]["ename"], "ZeroDivisionError");
+  EXPECT_EQ(r.json["error"]["evalue"], "division by zero");
+  std::string tb;
+  for (const auto& line : r.json["error"]["traceback"]) tb += line.get<std::string>() + "\n";
+  EXPECT_NE(tb.find("File \"<cell>\", line 4"), std::string::npos) << tb;
+  EXPECT_NE(tb.find("return 1 / x"), std::string::npos) << tb;
+  EXPECT_EQ(tb.find("agent.py"), std::string::npos) << tb;
+  EXPECT_EQ(r.exit_status, 1);
+}
+
+TEST_P(Run, RmRfLeavesHostUntouchedAndSystemReadOnly) {
+  std::string marker = "/tmp/execbox-e2e-marker-" + std::to_string(::getpid()) + "-" + ModeName(GetParam());
+  { std::ofstream(marker) << "still here"; }
+  Invocation r = Code(
+      "import os\n"
+      "print(os.system('rm -rf / 2>/dev/null'))\n"
+      "try:\n    open('/usr/evil', 'w')\nexcept OSError as e:\n    print('usr', e.errno)\n"
+      "try:\n    open('/etc/evil', 'w')\nexcept OSError as e:\n    print('etc', e.errno)\n"
+      "print(os.path.exists('/usr/bin/python3'))\n");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "ok");
+  std::string out = r.json["stdout"];
+  EXPECT_NE(out.find("usr 30"), std::string::npos) << out;  // EROFS
+  EXPECT_NE(out.find("etc 30"), std::string::npos) << out;
+  EXPECT_NE(out.find("True"), std::string::npos) << out;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::filesystem::remove(marker);
+}
+
+TEST_P(Run, PlotComesBackWithKeepFiles) {
+  std::string dir = "/tmp/execbox-e2e-keep-" + std::to_string(::getpid()) + "-" + ModeName(GetParam());
+  std::filesystem::remove_all(dir);
+  if (GetParam() == Mode::kUnprivileged) {
+    std::filesystem::create_directory(dir);
+    ASSERT_EQ(::chmod(dir.c_str(), 0777), 0);
+  }
+  Invocation r = Code(
+      "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('plot.png', dpi=50)\n",
+      {"--keep-files", dir});
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "ok") << r.json.dump(2);
+  std::ifstream png(dir + "/plot.png", std::ios::binary);
+  ASSERT_TRUE(png.good()) << r.err;
+  char magic[8] = {};
+  png.read(magic, 8);
+  EXPECT_EQ(std::string(magic, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  ASSERT_EQ(r.json["files"].size(), 1u) << r.json["files"].dump();
+  EXPECT_EQ(r.json["files"][0]["name"], "plot.png");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_P(Run, RunsAsUnprivilegedIdInside) {
+  Invocation r = Code("import os, socket\nprint(os.getuid(), os.getgid(), socket.gethostname(), os.getcwd())\n");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["stdout"], "1000 1000 sandbox /work\n");
+}
+
+TEST_P(Run, ReportsLimitsAndLayers) {
+  Invocation r = Code("pass", {"--memory", "128M", "--timeout", "7"});
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["limits"]["memory_bytes"]["value"], 128u << 20);
+  EXPECT_EQ(r.json["limits"]["wall_time_ms"]["value"], 7000);
+  EXPECT_FALSE(r.json["limits"]["memory_bytes"]["enforced_by"].get<std::string>().empty());
+  EXPECT_EQ(r.json["isolation"]["seccomp"], true);
+  EXPECT_EQ(r.json["isolation"]["namespaces"]["user"], true);
+  EXPECT_EQ(r.json["isolation"]["namespaces"]["net"], true);
+}
+
+TEST_P(Run, StdinAndInputFiles) {
+  std::string in = "/tmp/execbox-e2e-in-" + std::to_string(::getpid()) + "-" + ModeName(GetParam());
+  { std::ofstream(in) << "a,b\n1,2\n"; }
+  ::chmod(in.c_str(), 0644);
+  Invocation r = Code("import sys\nprint(open('data/in.csv').read().strip())\nprint(input())\n",
+                      {"--file", "data/in.csv=" + in, "--stdin", in});
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["stdout"], "a,b\n1,2\na,b\n");
+  EXPECT_TRUE(r.json["files"].empty()) << "an unchanged input file is not an output";
+  std::filesystem::remove(in);
+}
+
+TEST_P(Run, BadUsageIsExitTwo) {
+  EXPECT_EQ(RunExecbox({"run", "--memory", "lots", "-c", "pass"}, GetParam()).exit_status, 2);
+  EXPECT_EQ(RunExecbox({"run", "--file", "../x=/etc/hostname", "-c", "pass"}, GetParam()).exit_status, 2);
+  EXPECT_EQ(RunExecbox({"run"}, GetParam()).exit_status, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Run, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
+                         [](const auto& param_info) { return ModeName(param_info.param); });
+
+}  // namespace
+}  // namespace execbox::e2e
