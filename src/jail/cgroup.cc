@@ -30,12 +30,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Groups live in a subtree of their own so that the group holding this process never needs to
-// be a parent of domain controllers (cgroup v2's "no internal processes" rule) and so that a
-// sweep after a crash only ever looks at execbox's groups.
+// Groups live in a subtree of their own so that a sweep after a crash only ever looks at
+// execbox's groups. On cgroup v2 this process's own group must hand memory and pids down to that
+// subtree, which the kernel refuses while the group holds processes (the "no internal processes"
+// rule, root excepted); in a delegated group this process then moves itself into the leaf kLeaf
+// next to kSubtree, as runc, crun and systemd's delegation docs do:
+//   <own>/supervisor  this process          <own>/execbox/<pid>-<n>  one group per run
 constexpr std::string_view kSubtree = "execbox";
+constexpr std::string_view kLeaf = "supervisor";
 constexpr std::array<std::string_view, 3> kV1Controllers = {"memory", "pids", "cpuacct"};
-// Processes may fork while they are killed; pids.max bounds how long that can go on.
+// Processes may fork while they are killed; pids.max bounds how long that can go on. The kill
+// loop blocks its caller (Cgroup::KillAll, ~Cgroup, SweepStaleCgroups) for at most this long.
 constexpr auto kKillDeadline = std::chrono::seconds(2);
 // rmdir fails with EBUSY until the last member is gone; after this the sweep takes over.
 constexpr auto kRmdirDeadline = std::chrono::seconds(1);
@@ -97,14 +102,19 @@ std::optional<uint64_t> ReadKeyed(const std::string& path, std::string_view key)
   return std::nullopt;
 }
 
-std::vector<pid_t> ReadProcs(const std::string& dir) {
-  std::vector<pid_t> pids;
+Expected<std::vector<pid_t>> ReadMembers(const std::string& dir) {
   auto text = ReadFile(dir + "/cgroup.procs");
-  if (!text) return pids;
+  if (!text) return std::unexpected(text.error());
+  std::vector<pid_t> pids;
   for (auto line : Split(*text, '\n')) {
     if (auto pid = ParseU64(line); pid && *pid > 0) pids.push_back(static_cast<pid_t>(*pid));
   }
   return pids;
+}
+
+// The members of a group; none when it cannot be read (gone already, say).
+std::vector<pid_t> ReadProcs(const std::string& dir) {
+  return ReadMembers(dir).value_or(std::vector<pid_t>{});
 }
 
 Status MakeDir(const std::string& path, bool exist_ok) {
@@ -118,7 +128,10 @@ Status MakeDir(const std::string& path, bool exist_ok) {
 }
 
 // SIGKILLs every member of the groups until none is left. A member may fork between the read
-// and the kill, so this goes round until the groups stay empty or the deadline passes.
+// and the kill, so this goes round until the groups stay empty or the deadline passes: it blocks
+// the calling thread for up to kKillDeadline (2 s) when members keep reappearing (a fork race
+// that pids.max bounds) or take long to exit (uninterruptible sleep, a large address space being
+// torn down), polling every 0.5-20 ms. Left as is: callers are the end of a run and the sweep.
 void KillUntilEmpty(const std::vector<std::string>& dirs) {
   auto deadline = Clock::now() + kKillDeadline;
   auto pause = std::chrono::microseconds(500);
@@ -287,30 +300,165 @@ int WriteControl(const std::string& path, std::string_view data) {
   return 0;
 }
 
-// Hands memory and pids down to the children of `dir`.
-Status EnableV2Controllers(const std::string& dir) {
-  std::string file = dir + "/cgroup.subtree_control";
-  auto enabled = ReadFile(file);
+// The outcome of asking for controllers in a group's cgroup.subtree_control.
+struct SubtreeRequest {
+  std::string file;
+  std::string request;  // "+memory +pids"; empty when all were enabled already
+  int err = 0;          // of the write; 0 when it worked or was not needed
+};
+
+Expected<SubtreeRequest> RequestControllers(const std::string& dir,
+                                            const std::vector<std::string>& controllers) {
+  SubtreeRequest r{dir + "/cgroup.subtree_control", "", 0};
+  auto enabled = ReadFile(r.file);
   if (!enabled) return std::unexpected(enabled.error());
-  std::string request;
-  for (auto c : kV2Controllers) {
-    if (!Contains(Words(*enabled), c)) request += (request.empty() ? "+" : " +") + std::string(c);
+  for (const auto& c : controllers) {
+    if (!Contains(Words(*enabled), c)) r.request += (r.request.empty() ? "+" : " +") + c;
   }
-  if (request.empty()) return {};
-  int err = WriteControl(file, request);
-  if (err == 0) return {};
-  std::string why = "cannot enable memory and pids for the children of " + dir + ": write(" + file + ", \"" +
-                    request + "\"): " + std::strerror(err);
-  if (err == EBUSY) {
+  if (!r.request.empty()) r.err = WriteControl(r.file, r.request);
+  return r;
+}
+
+// "cannot enable ...: write(file, "+memory +pids"): strerror", without advice.
+std::string RequestFailure(const std::string& dir, const SubtreeRequest& r) {
+  return "cannot enable " + r.request + " for the children of " + dir + ": write(" + r.file + ", \"" +
+         r.request + "\"): " + std::strerror(r.err);
+}
+
+std::vector<std::string> V2ControllerNames() { return {kV2Controllers.begin(), kV2Controllers.end()}; }
+
+// Hands memory and pids down to the children of `dir`, a group that holds no process.
+Status EnableV2Controllers(const std::string& dir) {
+  auto r = RequestControllers(dir, V2ControllerNames());
+  if (!r) return std::unexpected(r.error());
+  if (r->err == 0) return {};
+  std::string why = RequestFailure(dir, *r);
+  if (r->err == EBUSY) {
     why +=
-        " (this process's own cgroup holds processes, and cgroup v2 gives controllers only to the "
-        "children of a group without processes; execbox does not move itself, so run it as root "
-        "in the root cgroup or from an empty delegated group)";
-  } else if (err == EACCES || err == EPERM || err == EROFS) {
+        " (the group holds processes, and cgroup v2 gives controllers only to the children of a "
+        "group without processes; execbox moves itself into a leaf child only out of a delegated "
+        "group other than the root of its cgroup namespace, so run it from one, e.g. systemd-run "
+        "--scope -p Delegate=yes, or as root in the root cgroup)";
+  } else if (r->err == EACCES || r->err == EPERM || r->err == EROFS) {
     why += std::string(" (") + kPermissionFix + ")";
   }
   return Fail(why);
 }
+
+}  // namespace
+
+// Exposed (without a header declaration) for the unit test, which runs them on a throwaway
+// subtree with a forked child standing in for this process.
+namespace cgroup_internal {
+
+// Moves the thread group `pid` (writing it to cgroup.procs moves every thread) out of the
+// cgroup v2 group `own_dir` into its leaf child `own_dir`/supervisor (made if missing), so that
+// `own_dir` may hand controllers down. Refuses, changing nothing, unless `own_dir` is a non-root
+// v2 domain group (which also keeps it off v1 hierarchies and the root) whose only member is
+// `pid`; other processes that share the group are never moved. If some other process turns up
+// in `own_dir` meanwhile, `pid` is moved back and the leaf removed again if this call made it.
+Status MoveToLeaf(const std::string& own_dir, pid_t pid) {
+  // Only non-root v2 groups have cgroup.type: neither v1 directories nor a hierarchy's root.
+  auto type = ReadFile(own_dir + "/cgroup.type", 64);
+  if (!type) {
+    return Fail(own_dir + " is not a non-root cgroup v2 group (" + type.error().message +
+                "); execbox moves itself only out of a delegated cgroup v2 group");
+  }
+  while (!type->empty() && type->back() == '\n') type->pop_back();
+  if (*type != "domain") {
+    return Fail(own_dir + " is a cgroup v2 group of type '" + *type +
+                "', not 'domain'; execbox does not split it");
+  }
+  std::string self = std::to_string(pid);
+  auto others = [&](const std::vector<pid_t>& members) {
+    std::string list;
+    for (pid_t p : members) {
+      if (p != pid) list += (list.empty() ? "" : ", ") + std::to_string(p);
+    }
+    return list;
+  };
+  auto share = [&](const std::string& list) {
+    return "other processes share " + own_dir + " with pid " + self + " (" + list +
+           "); execbox moves only itself into a leaf group, so start it alone in its delegated "
+           "group (a unit or scope of its own with Delegate=yes)";
+  };
+  auto members = ReadMembers(own_dir);
+  if (!members) return std::unexpected(Context("listing the members of " + own_dir, members.error()));
+  if (std::find(members->begin(), members->end(), pid) == members->end()) {
+    return Fail("pid " + self + " is not a member of " + own_dir);
+  }
+  if (std::string list = others(*members); !list.empty()) return Fail(share(list));
+
+  std::string leaf = own_dir + "/" + std::string(kLeaf);
+  bool made = ::mkdir(leaf.c_str(), 0755) == 0;
+  if (!made && errno != EEXIST) {
+    int err = errno;
+    std::string why = "mkdir(" + leaf + "): " + std::strerror(err);
+    if (err == EACCES || err == EPERM || err == EROFS) why += std::string(" (") + kPermissionFix + ")";
+    return Fail(why);
+  }
+  auto drop_leaf = [&] {
+    if (made) ::rmdir(leaf.c_str());
+  };
+  if (int err = WriteControl(leaf + "/cgroup.procs", self); err != 0) {
+    drop_leaf();
+    std::string why =
+        "moving pid " + self + " into " + leaf + ": write(" + leaf + "/cgroup.procs): " + std::strerror(err);
+    if (err == EACCES || err == EPERM) {
+      why += " (moving between groups needs write access to " + own_dir + "/cgroup.procs: " + kPermissionFix +
+             ")";
+    }
+    return Fail(why);
+  }
+  // A process that joined between the check and the move (forked by another member, or moved
+  // in) would still be in the way: put things back as they were.
+  auto left = ReadMembers(own_dir);
+  if (left && left->empty()) return {};
+  std::string why =
+      left ? share(others(*left)) : Context("listing the members of " + own_dir, left.error()).message;
+  if (int err = WriteControl(own_dir + "/cgroup.procs", self); err != 0) {
+    why += "; moving pid " + self + " back from " + leaf + " failed: " + std::strerror(err);
+  } else {
+    drop_leaf();
+  }
+  return Fail(why);
+}
+
+// Hands `controllers` down from `own_dir`, the group holding `pid`. If the kernel refuses with
+// EBUSY because the group holds processes, moves `pid` into the leaf (MoveToLeaf) and asks again;
+// if that still fails, `pid` goes back where it was. Returns whether `pid` now sits in the leaf.
+Expected<bool> EnableControllersMovingToLeaf(const std::string& own_dir, pid_t pid,
+                                             const std::vector<std::string>& controllers) {
+  auto first = RequestControllers(own_dir, controllers);
+  if (!first) return std::unexpected(first.error());
+  if (first->err == 0) return false;
+  std::string why = RequestFailure(own_dir, *first);
+  if (first->err != EBUSY) {
+    if (first->err == EACCES || first->err == EPERM || first->err == EROFS) {
+      why += std::string(" (") + kPermissionFix + ")";
+    }
+    return Fail(why);
+  }
+  std::string leaf = own_dir + "/" + std::string(kLeaf);
+  why +=
+      " (the group holds processes, and cgroup v2 gives controllers only to the children of a group "
+      "without processes)";
+  if (auto moved = MoveToLeaf(own_dir, pid); !moved) {
+    return Fail(why + "; moving this process into " + leaf + " instead failed: " + moved.error().message);
+  }
+  auto second = RequestControllers(own_dir, controllers);
+  if (second && second->err == 0) return true;
+  std::string again = second ? RequestFailure(own_dir, *second) : second.error().message;
+  std::string back;
+  if (int err = WriteControl(own_dir + "/cgroup.procs", std::to_string(pid)); err != 0) {
+    back = "; moving it back failed too: " + std::string(std::strerror(err));
+  }
+  return Fail(why + "; after moving this process into " + leaf + ": " + again + back);
+}
+
+}  // namespace cgroup_internal
+
+namespace {
 
 // Makes and removes one group to learn what the kernel offers there.
 Status ProbeV2(CgroupSupport& s) {
@@ -324,7 +472,9 @@ Status ProbeV2(CgroupSupport& s) {
   return {};
 }
 
-Expected<CgroupSupport> TryV2(const std::vector<CgroupMount>& mounts, const std::vector<OwnCgroup>& own) {
+// `moved_to_leaf` says whether this process moved itself, also when a later step failed.
+Expected<CgroupSupport> TryV2(const std::vector<CgroupMount>& mounts, const std::vector<OwnCgroup>& own,
+                              bool& moved_to_leaf) {
   const CgroupMount* mount = nullptr;
   for (const auto& m : mounts) {
     if (m.v2 && !mount) mount = &m;
@@ -340,13 +490,29 @@ Expected<CgroupSupport> TryV2(const std::vector<CgroupMount>& mounts, const std:
     return Fail("this process's cgroup v2 group " + line->path + " is outside every cgroup2 mount");
   }
   if (auto s = CheckV2Controllers(mount->mount_point, *own_dir); !s) return std::unexpected(s.error());
-  if (auto s = EnableV2Controllers(*own_dir); !s) return std::unexpected(s.error());
+  // The root of the (namespace's) hierarchy is left alone: the real root has no "no internal
+  // processes" rule, and a namespace root is the container's business.
+  if (line->path == "/") {
+    if (auto s = EnableV2Controllers(*own_dir); !s) return std::unexpected(s.error());
+  } else {
+    auto moved = cgroup_internal::EnableControllersMovingToLeaf(*own_dir, ::getpid(), V2ControllerNames());
+    if (!moved) return std::unexpected(moved.error());
+    moved_to_leaf = *moved;
+  }
   CgroupSupport support;
   support.tier = CgroupTier::kV2;
+  support.moved_to_leaf = moved_to_leaf;
   support.base = *own_dir + "/" + std::string(kSubtree);
-  if (auto s = MakeDir(support.base, true); !s) return std::unexpected(s.error());
-  if (auto s = EnableV2Controllers(support.base); !s) return std::unexpected(s.error());
-  if (auto s = ProbeV2(support); !s) return std::unexpected(s.error());
+  Status rest = MakeDir(support.base, true);
+  if (rest) rest = EnableV2Controllers(support.base);
+  if (rest) rest = ProbeV2(support);
+  if (!rest) {
+    std::string note;
+    if (moved_to_leaf) {
+      note = " (this process had already moved itself into " + *own_dir + "/" + std::string(kLeaf) + ")";
+    }
+    return Fail(rest.error().message + note);
+  }
   return support;
 }
 
@@ -421,15 +587,18 @@ CgroupSupport Detect() {
     none.why_not = !mounts ? mounts.error().message : own.error().message;
     return none;
   }
-  auto v2 = TryV2(*mounts, *own);
+  bool moved_to_leaf = false;
+  auto v2 = TryV2(*mounts, *own, moved_to_leaf);
   if (v2) return *v2;
   std::string why_v2 = "cgroup v2: " + v2.error().message;
   auto v1 = TryV1(*mounts, *own);
   if (v1) {
     v1->why_not = why_v2;
+    v1->moved_to_leaf = moved_to_leaf;
     return *v1;
   }
   none.why_not = why_v2 + "; cgroup v1: " + v1.error().message;
+  none.moved_to_leaf = moved_to_leaf;
   return none;
 }
 

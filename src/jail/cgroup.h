@@ -38,16 +38,25 @@ struct CgroupSupport {
   std::string why_not;  // when tier is kNone (or v1), what stopped the better tier
   bool memory_peak = false;
   bool swap_limit = false;
+  // v2: this process's own group held it (a systemd unit or scope with Delegate=yes), so it moved
+  // itself into the leaf "<own>/supervisor" to let <own> hand memory and pids down to "<own>/execbox".
+  // Also set when a later v2 step failed after the move (why_not then says so).
+  bool moved_to_leaf = false;
 };
 
-// Cached after the first call.
+// Cached after the first call. On cgroup v2 the first call may move this process (never any
+// other) into "<own>/supervisor": only out of a delegated group other than the root of its
+// cgroup namespace, and only when this process is the group's sole member.
 const CgroupSupport& DetectCgroups();
 
 class Cgroup {
  public:
-  // Makes a new group named `name` (e.g. "run-<pid>-<n>") with the limits set.
+  // Makes a new group named `name` with the limits set. Name it "<owner-pid>-<n>", the owner being
+  // this process: SweepStaleCgroups removes only groups named so whose owner is gone.
   static Expected<std::unique_ptr<Cgroup>> Create(const std::string& name, const CgroupLimits& limits);
-  ~Cgroup();  // kills what is left and removes the group (every hierarchy)
+  // Kills what is left and removes the group (every hierarchy); may block up to 2 s in the kill
+  // loop (see KillAll) and 1 s more waiting for rmdir.
+  ~Cgroup();
   Cgroup(const Cgroup&) = delete;
   Cgroup& operator=(const Cgroup&) = delete;
 
@@ -55,7 +64,10 @@ class Cgroup {
   // Moves a process into the group (all hierarchies).
   Status AddProcess(pid_t pid);
   CgroupUsage ReadUsage() const;
-  // SIGKILLs every process in the group (cgroup.kill on v2, freeze + kill on v1).
+  // SIGKILLs every process in the group. v2 writes cgroup.kill where the kernel has it (5.14+);
+  // then, and on v1 alone (no freezer), SIGKILLs the members again and again until the group
+  // stays empty, pids.max bounding how many forks can race the kill. Blocks the calling thread
+  // until the group is empty, at most 2 s.
   void KillAll();
 
  private:
@@ -64,7 +76,8 @@ class Cgroup {
   std::vector<std::string> dirs_;  // v2: one; v1: one per controller hierarchy
 };
 
-// Removes groups left behind by execbox processes that no longer exist (after a crash).
+// Removes groups left behind by execbox processes that no longer exist (after a crash): those
+// named "<owner-pid>-..." whose owner is gone. May block up to 3 s per group still holding members.
 void SweepStaleCgroups();
 
 }  // namespace execbox::jail

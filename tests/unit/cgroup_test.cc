@@ -10,17 +10,28 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/io.h"
 #include "base/unique_fd.h"
 
 namespace execbox::jail {
+
+// Defined in cgroup.cc without a header declaration; exposed for these tests only.
+namespace cgroup_internal {
+Status MoveToLeaf(const std::string& own_dir, pid_t pid);
+Expected<bool> EnableControllersMovingToLeaf(const std::string& own_dir, pid_t pid,
+                                             const std::vector<std::string>& controllers);
+}  // namespace cgroup_internal
+
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
@@ -416,6 +427,293 @@ TEST_F(CgroupTest, SweepRemovesOnlyGroupsOfDeadOwners) {
       ::rmdir(dir.c_str());
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The leaf move for delegated cgroup v2 groups. It never runs on the test runner itself: a
+// throwaway group under the runner's own v2 group stands in for "the own group", and forked
+// children stand in for "this process". Nothing here touches a v1 hierarchy.
+
+std::vector<std::string> Fields(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(sep, start);
+    if (end == std::string::npos) end = text.size();
+    out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// The cgroup2 mount whose root is the hierarchy's root, or nothing.
+std::optional<std::string> V2MountPoint() {
+  auto info = ReadFile("/proc/self/mountinfo");
+  if (!info) return std::nullopt;
+  for (const auto& line : Fields(*info, '\n')) {
+    auto f = Fields(line, ' ');
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (dash == f.end() || dash + 1 == f.end() || *(dash + 1) != "cgroup2" || f.size() < 5) continue;
+    if (f[3] == "/") return f[4];
+  }
+  return std::nullopt;
+}
+
+// The cgroup v2 path of `pid` ("0::/a/b" gives "/a/b"), or "" when it has none.
+std::string V2Path(pid_t pid) {
+  auto text = ReadFile("/proc/" + std::to_string(pid) + "/cgroup");
+  if (!text) return "";
+  for (const auto& line : Fields(*text, '\n')) {
+    if (line.starts_with("0::")) return line.substr(3);
+  }
+  return "";
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::vector<std::string> out;
+  auto text = ReadFile(path);
+  if (!text) return out;
+  for (auto& line : Fields(*text, '\n')) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+// A child that sits in pause() with one extra thread, so that moving it moves two threads.
+class Sleeper {
+ public:
+  Sleeper() {
+    auto pipe = MakePipe();
+    if (!pipe) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      pipe->first.Reset();
+      std::thread([] {
+        for (;;) ::pause();
+      }).detach();
+      char ready = 1;
+      if (::write(pipe->second.Get(), &ready, 1) != 1) ::_exit(3);
+      for (;;) ::pause();
+    }
+    pipe->second.Reset();
+    char ready = 0;
+    pollfd p{pipe->first.Get(), POLLIN, 0};
+    if (pid_ < 0 || ::poll(&p, 1, 5000) != 1 || ::read(pipe->first.Get(), &ready, 1) != 1) {
+      ADD_FAILURE() << "the sleeper did not start";
+    }
+  }
+  ~Sleeper() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class LeafMoveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto mount = V2MountPoint();
+    if (!mount) GTEST_SKIP() << "no cgroup2 mount showing its hierarchy's root";
+    std::string own = V2Path(::getpid());
+    if (own.empty()) GTEST_SKIP() << "this process has no cgroup v2 line";
+    parent_ = own == "/" ? *mount : *mount + own;
+    static int counter = 0;
+    dir_ = parent_ + "/leaftest-" + std::to_string(::getpid()) + "-" + std::to_string(++counter);
+    if (::mkdir(dir_.c_str(), 0755) != 0) {
+      std::string why = std::strerror(errno);
+      dir_.clear();
+      GTEST_SKIP() << "cannot make a throwaway cgroup v2 group under " << parent_ << ": " << why;
+    }
+    leaf_ = dir_ + "/supervisor";
+  }
+  void TearDown() override {
+    sleepers_.clear();  // kills and reaps them, emptying the groups
+    if (dir_.empty()) return;
+    for (int i = 0; i < 1000; ++i) {
+      ::rmdir(leaf_.c_str());
+      if (::rmdir(dir_.c_str()) == 0 || errno == ENOENT) break;
+      ::usleep(1000);
+    }
+    EXPECT_FALSE(Exists(dir_)) << dir_;
+    if (added_ != nullptr) {
+      // Hands the controller lent to the throwaway group back; fails harmlessly if others use it.
+      (void)WriteFile(parent_ + "/cgroup.subtree_control", std::string("-") + added_);
+    }
+  }
+
+  // A new sleeper put into `group`.
+  pid_t SleeperIn(const std::string& group) {
+    sleepers_.push_back(std::make_unique<Sleeper>());
+    pid_t pid = sleepers_.back()->pid();
+    auto moved = WriteFile(group + "/cgroup.procs", std::to_string(pid));
+    EXPECT_TRUE(moved) << moved.error().message;
+    return pid;
+  }
+
+  // The v2 path of the throwaway group (what /proc/<pid>/cgroup shows for its members).
+  std::string PathOf(const std::string& dir) const {
+    auto mount = V2MountPoint();
+    return dir.substr(mount->size());
+  }
+
+  // A controller the throwaway group has for its children, lending one from its parent only when
+  // that is the hierarchy's root (which may always do so), as root. Empty when there is none.
+  std::string HandDownAController() {
+    auto have = Fields(ReadFile(dir_ + "/cgroup.controllers").value_or(""), ' ');
+    for (auto& c : have) {
+      while (!c.empty() && c.back() == '\n') c.pop_back();
+      if (!c.empty()) return c;
+    }
+    if (::geteuid() != 0 || Exists(parent_ + "/cgroup.type")) return "";
+    for (auto c : {"hugetlb", "rdma", "misc", "perf_event"}) {
+      auto at_root = Fields(ReadFile(parent_ + "/cgroup.controllers").value_or(""), ' ');
+      for (auto& r : at_root) {
+        while (!r.empty() && r.back() == '\n') r.pop_back();
+      }
+      if (std::find(at_root.begin(), at_root.end(), c) == at_root.end()) continue;
+      auto enabled = ReadFile(parent_ + "/cgroup.subtree_control").value_or("");
+      bool was = enabled.find(c) != std::string::npos;
+      if (WriteFile(parent_ + "/cgroup.subtree_control", std::string("+") + c)) {
+        if (!was) added_ = c;
+        return c;
+      }
+    }
+    return "";
+  }
+
+  std::string parent_;
+  std::string dir_;
+  std::string leaf_;
+  const char* added_ = nullptr;
+  std::vector<std::unique_ptr<Sleeper>> sleepers_;
+};
+
+TEST_F(LeafMoveTest, MovesTheWholeThreadGroupIntoTheLeaf) {
+  pid_t pid = SleeperIn(dir_);
+  ASSERT_EQ(Lines(dir_ + "/cgroup.threads").size(), 2u);
+
+  auto moved = cgroup_internal::MoveToLeaf(dir_, pid);
+  ASSERT_TRUE(moved) << moved.error().message;
+
+  EXPECT_EQ(V2Path(pid), PathOf(leaf_));
+  EXPECT_TRUE(Lines(dir_ + "/cgroup.procs").empty());
+  EXPECT_TRUE(Lines(dir_ + "/cgroup.threads").empty());
+  EXPECT_EQ(Lines(leaf_ + "/cgroup.procs"), std::vector<std::string>{std::to_string(pid)});
+  EXPECT_EQ(Lines(leaf_ + "/cgroup.threads").size(), 2u);
+}
+
+TEST_F(LeafMoveTest, UsesALeafThatExistsAlready) {
+  ASSERT_EQ(::mkdir(leaf_.c_str(), 0755), 0) << std::strerror(errno);
+  pid_t pid = SleeperIn(dir_);
+  auto moved = cgroup_internal::MoveToLeaf(dir_, pid);
+  ASSERT_TRUE(moved) << moved.error().message;
+  EXPECT_EQ(V2Path(pid), PathOf(leaf_));
+}
+
+TEST_F(LeafMoveTest, NeverMovesAProcessThatSharesTheGroup) {
+  pid_t self = SleeperIn(dir_);
+  pid_t other = SleeperIn(dir_);
+  auto moved = cgroup_internal::MoveToLeaf(dir_, self);
+  ASSERT_FALSE(moved);
+  EXPECT_NE(moved.error().message.find("other processes share"), std::string::npos) << moved.error().message;
+  EXPECT_NE(moved.error().message.find(std::to_string(other)), std::string::npos) << moved.error().message;
+  EXPECT_EQ(V2Path(self), PathOf(dir_));
+  EXPECT_EQ(V2Path(other), PathOf(dir_));
+  EXPECT_FALSE(Exists(leaf_));
+}
+
+TEST_F(LeafMoveTest, RefusesAPidOutsideTheGroup) {
+  SleeperIn(dir_);
+  sleepers_.push_back(std::make_unique<Sleeper>());
+  pid_t outside = sleepers_.back()->pid();
+  std::string before = V2Path(outside);
+  auto moved = cgroup_internal::MoveToLeaf(dir_, outside);
+  ASSERT_FALSE(moved);
+  EXPECT_NE(moved.error().message.find("is not a member"), std::string::npos) << moved.error().message;
+  EXPECT_EQ(V2Path(outside), before);
+  EXPECT_FALSE(Exists(leaf_));
+}
+
+TEST_F(LeafMoveTest, RefusesTheRootAndV1Hierarchies) {
+  // Only a sleeper's pid is ever offered; the checks come before any write.
+  sleepers_.push_back(std::make_unique<Sleeper>());
+  pid_t pid = sleepers_.back()->pid();
+  std::string before = V2Path(pid);
+  auto root = cgroup_internal::MoveToLeaf(*V2MountPoint(), pid);
+  ASSERT_FALSE(root);
+  EXPECT_NE(root.error().message.find("not a non-root cgroup v2 group"), std::string::npos)
+      << root.error().message;
+  EXPECT_EQ(V2Path(pid), before);
+  for (const auto& v1 : DetectCgroups().v1_bases) {
+    auto refused = cgroup_internal::MoveToLeaf(v1.substr(0, v1.rfind('/')), pid);
+    EXPECT_FALSE(refused) << v1;
+    EXPECT_FALSE(Exists(v1.substr(0, v1.rfind('/')) + "/supervisor")) << v1;
+  }
+}
+
+TEST_F(LeafMoveTest, EnablingControllersInAGroupWithoutProcessesMovesNothing) {
+  std::string controller = HandDownAController();
+  if (controller.empty()) GTEST_SKIP() << "no cgroup v2 controller to hand down under " << parent_;
+  auto enabled = cgroup_internal::EnableControllersMovingToLeaf(dir_, ::getpid(), {controller});
+  ASSERT_TRUE(enabled) << enabled.error().message;
+  EXPECT_FALSE(*enabled);
+  EXPECT_NE(ReadFile(dir_ + "/cgroup.subtree_control").value_or("").find(controller), std::string::npos);
+  EXPECT_FALSE(Exists(leaf_));
+}
+
+TEST_F(LeafMoveTest, EbusyMovesTheProcessIntoTheLeafAndEnablesTheControllers) {
+  std::string controller = HandDownAController();
+  if (controller.empty()) GTEST_SKIP() << "no cgroup v2 controller to hand down under " << parent_;
+  pid_t pid = SleeperIn(dir_);
+  // The kernel's "no internal processes" rule, which the move works around.
+  ASSERT_FALSE(WriteFile(dir_ + "/cgroup.subtree_control", "+" + controller));
+
+  auto enabled = cgroup_internal::EnableControllersMovingToLeaf(dir_, pid, {controller});
+  ASSERT_TRUE(enabled) << enabled.error().message;
+  EXPECT_TRUE(*enabled);
+  EXPECT_EQ(V2Path(pid), PathOf(leaf_));
+  EXPECT_NE(ReadFile(dir_ + "/cgroup.subtree_control").value_or("").find(controller), std::string::npos);
+  // Siblings of the leaf get the controller, as <own>/execbox does.
+  std::string sibling = dir_ + "/execbox";
+  ASSERT_EQ(::mkdir(sibling.c_str(), 0755), 0) << std::strerror(errno);
+  EXPECT_NE(ReadFile(sibling + "/cgroup.controllers").value_or("").find(controller), std::string::npos);
+  ::rmdir(sibling.c_str());
+}
+
+TEST_F(LeafMoveTest, OtherRefusalsMoveNothing) {
+  pid_t pid = SleeperIn(dir_);
+  // A controller the group was not given fails with ENOENT before the kernel looks at members.
+  auto enabled = cgroup_internal::EnableControllersMovingToLeaf(dir_, pid, {"no-such-controller"});
+  ASSERT_FALSE(enabled);
+  EXPECT_EQ(enabled.error().message.find(std::strerror(EBUSY)), std::string::npos) << enabled.error().message;
+  EXPECT_EQ(V2Path(pid), PathOf(dir_));
+  EXPECT_FALSE(Exists(leaf_));
+}
+
+TEST_F(LeafMoveTest, EbusyWithOtherProcessesGivesUpAndSaysWhy) {
+  std::string controller = HandDownAController();
+  if (controller.empty()) GTEST_SKIP() << "no cgroup v2 controller to hand down under " << parent_;
+  pid_t self = SleeperIn(dir_);
+  pid_t other = SleeperIn(dir_);
+  auto enabled = cgroup_internal::EnableControllersMovingToLeaf(dir_, self, {controller});
+  ASSERT_FALSE(enabled);
+  const std::string& why = enabled.error().message;
+  EXPECT_NE(why.find(std::strerror(EBUSY)), std::string::npos) << why;
+  EXPECT_NE(why.find("other processes share"), std::string::npos) << why;
+  EXPECT_NE(why.find(std::to_string(other)), std::string::npos) << why;
+  EXPECT_EQ(V2Path(self), PathOf(dir_));
+  EXPECT_EQ(V2Path(other), PathOf(dir_));
+  EXPECT_FALSE(Exists(leaf_));
+  auto subtree = ReadFile(dir_ + "/cgroup.subtree_control");
+  ASSERT_TRUE(subtree) << subtree.error().message;
+  EXPECT_EQ(subtree->find(controller), std::string::npos) << *subtree;
 }
 
 }  // namespace
