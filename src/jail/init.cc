@@ -203,10 +203,32 @@ bool Supervise(const ChildPlan& plan, int sigfd, pid_t main_pid, int* status, st
   }
 }
 
+// Closes every descriptor inherited from the supervisor but the plan's own: the supervisor's
+// ends of the pipes (stdin's write end above all, or the code never sees EOF) and anything else.
+void CloseInheritedFds(const ChildPlan& plan) noexcept {
+  int keep[] = {plan.control, plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write};
+  constexpr int n = sizeof keep / sizeof keep[0];
+  for (int i = 1; i < n; ++i) {  // insertion sort: five numbers, no library call
+    for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
+      int t = keep[j];
+      keep[j] = keep[j - 1];
+      keep[j - 1] = t;
+    }
+  }
+  unsigned next = 0;
+  for (int fd : keep) {
+    if (fd < 0) continue;
+    if (static_cast<unsigned>(fd) > next) ::close_range(next, static_cast<unsigned>(fd) - 1, 0);
+    next = static_cast<unsigned>(fd) + 1;
+  }
+  ::close_range(next, ~0U, 0);
+}
+
 }  // namespace
 
 void RunInit(const ChildPlan& plan) noexcept {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  CloseInheritedFds(plan);
   ::umask(0);
   wire::Header go{};
   if (!wire::ReadExact(plan.control, &go, sizeof go) || go.kind != wire::Kind::kGo) ::_exit(1);

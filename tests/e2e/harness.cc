@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,9 +48,16 @@ const std::string& UnprivilegedUnavailable() {
   return reason;
 }
 
-Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std::string& stdin_data) {
+Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std::string& stdin_data,
+                      const std::vector<std::string>& extra_env) {
   Invocation inv;
   std::vector<std::string> cmd = Command(args, mode);
+  // Built before fork: the child only execs.
+  std::vector<std::string> env_strings(extra_env);
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return inv;
   auto start = std::chrono::steady_clock::now();
@@ -61,7 +69,7 @@ Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std
     std::vector<char*> argv;
     for (auto& a : cmd) argv.push_back(a.data());
     argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
   ::close(in[0]);
@@ -88,7 +96,8 @@ Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std
     }
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  struct rusage usage {};
+  if (::wait4(pid, &status, 0, &usage) == pid) inv.max_rss_kib = usage.ru_maxrss;
   inv.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   inv.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   inv.json = nlohmann::json::parse(inv.out, nullptr, false);

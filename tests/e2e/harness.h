@@ -18,14 +18,18 @@ struct Invocation {
   std::string err;
   nlohmann::json json;  // parsed stdout when it is JSON, else null
   double seconds = 0;
+  // ru_maxrss from wait4 of the execbox process: the peak RSS of execbox itself or of any
+  // descendant it reaped (the jail's init, which reaps the code), so an upper bound for execbox.
+  long max_rss_kib = -1;
 };
 
 // Why unprivileged runs cannot happen on this host, or "" when they can.
 const std::string& UnprivilegedUnavailable();
 
-// Runs `execbox args...`; stdin_data is given on standard input.
+// Runs `execbox args...`; stdin_data is given on standard input. extra_env ("KEY=value") is
+// added to the environment execbox inherits from the test.
 Invocation RunExecbox(const std::vector<std::string>& args, Mode mode = Mode::kRoot,
-                      const std::string& stdin_data = "");
+                      const std::string& stdin_data = "", const std::vector<std::string>& extra_env = {});
 
 // `execbox run --json [extra...] -c code`.
 Invocation RunCode(const std::string& code, Mode mode = Mode::kRoot, std::vector<std::string> extra = {});
