@@ -26,7 +26,7 @@ test-sanitize:
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L unit
 
 bench: build
-	@$(BUILD)/execbox_bench
+	@$(BUILD)/execbox_bench $(BUILD)/execbox
 
 clean:
 	rm -rf build build-asan

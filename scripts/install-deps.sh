@@ -5,7 +5,9 @@ set -euo pipefail
 build_packages=(g++ cmake make pkg-config libseccomp-dev libcap-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev)
 # The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI.
-python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy)
+python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-sympy
+  python3-seaborn python3-pil python3-sklearn python3-statsmodels python3-networkx python3-openpyxl
+  python3-bs4)
 # Test and benchmark tools.
 tool_packages=(bubblewrap util-linux procps)
 

@@ -29,7 +29,7 @@ Expected<UniqueFd> OpenParentDir(int root, const std::string& name, std::string&
 
 }  // namespace
 
-Status WriteFilesUnder(const std::string& dir, const std::vector<jail::CollectedFile>& files) {
+Status WriteFilesUnder(const std::string& dir, const std::vector<engine::OutputFile>& files) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno("mkdir " + dir);
   UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.Valid()) return FailErrno("open " + dir);

@@ -5,10 +5,10 @@
 #include <vector>
 
 #include "base/error.h"
-#include "jail/sandbox.h"
+#include "engine/result.h"
 
 namespace execbox::cli {
 
-Status WriteFilesUnder(const std::string& dir, const std::vector<jail::CollectedFile>& files);
+Status WriteFilesUnder(const std::string& dir, const std::vector<engine::OutputFile>& files);
 
 }  // namespace execbox::cli

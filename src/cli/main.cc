@@ -1,6 +1,7 @@
 // execbox: run untrusted Python in a fresh Linux sandbox.
 #include <CLI/CLI.hpp>
 
+#include "cli/check_command.h"
 #include "cli/doctor_command.h"
 #include "cli/run_command.h"
 
@@ -10,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "execbox 0.1.0");
   int exit_status = 0;
   execbox::cli::AddRunCommand(app, exit_status);
+  execbox::cli::AddCheckCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
   try {
     app.parse(argc, argv);

@@ -6,6 +6,7 @@
 
 #include "base/io.h"
 #include "cli/keep_files.h"
+#include "cli/source.h"
 #include "engine/engine.h"
 #include "engine/result_json.h"
 
@@ -22,6 +23,7 @@ struct RunArgs {
   std::string stdin_file;
   std::vector<std::string> files;
   std::string keep_files;
+  std::string policy = "permissive";
 };
 
 const char* const kExitCodes =
@@ -48,21 +50,12 @@ Status ApplyLimits(const RunArgs& a, jail::Limits& l) {
 
 Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
   runtime::PythonProgram p;
-  if (!a.code.empty()) {
-    p.code = a.code;
-  } else if (a.source == "-") {
-    auto code = ReadFile("/dev/stdin");
-    if (!code) return std::unexpected(code.error());
-    p.code = std::move(*code);
-    p.display_name = "<stdin>";
-  } else if (!a.source.empty()) {
-    auto code = ReadFile(a.source);
-    if (!code) return std::unexpected(code.error());
-    p.code = std::move(*code);
-    p.display_name = a.source;
-  } else {
-    return Fail("give a FILE, - for standard input, or -c CODE");
-  }
+  auto source = ReadSource(a.source, a.code);
+  if (!source) return std::unexpected(source.error());
+  p.code = std::move(source->code);
+  p.display_name = std::move(source->display_name);
+  if (auto profile = runtime::PolicyProfile(a.policy); !profile) return std::unexpected(profile.error());
+  p.policy = a.policy;
   if (!a.stdin_file.empty()) {
     auto in = ReadFile(a.stdin_file);
     if (!in) return std::unexpected(in.error());
@@ -81,6 +74,37 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
   if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
   p.collect_files = !a.keep_files.empty() || a.json;
   return p;
+}
+
+// A bundle for a terminal: its text/plain, or a note for what a terminal cannot show.
+std::string ForTerminal(const engine::MimeBundle& bundle) {
+  const auto& data = bundle["data"];
+  for (const char* image : {"image/png", "image/jpeg", "image/svg+xml"}) {
+    if (!data.contains(image)) continue;
+    std::string note = std::string("[") + image;
+    const auto& meta = bundle["metadata"];
+    if (meta.contains("width") && meta.contains("height")) {
+      note += " " + meta["width"].dump() + "x" + meta["height"].dump();
+    }
+    return note + "; use --json to get it]";
+  }
+  return data.contains("text/plain") && data["text/plain"].is_string() ? data["text/plain"].get<std::string>() : "";
+}
+
+void PrintRichOutput(const engine::Result& r) {
+  std::string text;
+  for (const auto& d : r.display) text += ForTerminal(d) + "\n";
+  if (r.result) text += ForTerminal(*r.result) + "\n";
+  (void)WriteAll(STDOUT_FILENO, text);
+}
+
+void PrintFindings(const engine::Result& r) {
+  for (const auto& f : r.findings) {
+    std::cerr << "execbox: policy " << f.severity << " [" << f.rule << "] line " << f.line << ":" << f.column
+              << ": " << f.message;
+    if (!f.suggestion.empty()) std::cerr << " (" << f.suggestion << ")";
+    std::cerr << "\n";
+  }
 }
 
 int Run(const RunArgs& a) {
@@ -107,7 +131,11 @@ int Run(const RunArgs& a) {
   }
   if (a.json) {
     std::cout << engine::Dump(engine::ToJson(*result), 2) << std::endl;
-  } else if (result->status != engine::Status::kOk && result->status != engine::Status::kError &&
+    return engine::ProcessExitCode(*result);
+  }
+  PrintRichOutput(*result);
+  PrintFindings(*result);
+  if (result->status != engine::Status::kOk && result->status != engine::Status::kError &&
              result->status != engine::Status::kSyntaxError && result->error) {
     // The code's own traceback is already on stderr; limits are explained here.
     std::cerr << "execbox: " << result->error->ename << ": " << result->error->evalue << "\n";
@@ -138,6 +166,8 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
+  run->add_option("--policy", args->policy, "Lint profile checked before running: permissive (refuses nothing) or strict")
+      ->default_str("permissive");
   run->callback([args, &exit_status] { exit_status = Run(*args); });
 }
 

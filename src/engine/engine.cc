@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/mime.h"
+#include "engine/report.h"
+
 namespace execbox::engine {
 namespace {
 
@@ -29,34 +32,11 @@ std::string SignalName(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
-// The agent's report is written by code that runs in the sandbox: parse it defensively.
-std::optional<ErrorInfo> ParseReportError(const std::string& report) {
-  if (report.empty()) return std::nullopt;
-  auto depth_cap = [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) { return depth <= 32; };
-  nlohmann::json j = nlohmann::json::parse(report, depth_cap, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("error") || !j["error"].is_object()) return std::nullopt;
-  const auto& e = j["error"];
-  ErrorInfo info;
-  if (e.contains("ename") && e["ename"].is_string()) info.ename = e["ename"].get<std::string>();
-  if (e.contains("evalue") && e["evalue"].is_string()) info.evalue = e["evalue"].get<std::string>();
-  if (e.contains("traceback") && e["traceback"].is_array()) {
-    for (const auto& line : e["traceback"]) {
-      if (line.is_string()) info.traceback.push_back(line.get<std::string>());
-    }
-  }
-  if (info.ename.empty()) return std::nullopt;
-  return info;
-}
-
-bool CompileFailed(const std::string& report) {
-  return report.find("\"phase\": \"compile\"") != std::string::npos;
-}
-
 ErrorInfo LimitError(const char* ename, std::string evalue) {
   return {.ename = ename, .evalue = evalue, .traceback = {std::string(ename) + ": " + evalue}};
 }
 
-void Classify(const jail::Outcome& o, const jail::Limits& limits, Result& r) {
+void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Limits& limits, Result& r) {
   using jail::Ending;
   r.exit_code = o.exit_code;
   r.signal = o.signal;
@@ -91,10 +71,12 @@ void Classify(const jail::Outcome& o, const jail::Limits& limits, Result& r) {
     case Ending::kExited:
       break;
   }
-  r.error = ParseReportError(o.report);
+  r.error = report.error;
   if (r.error) {
-    if (CompileFailed(o.report)) r.status = Status::kSyntaxError;
-    else if (r.error->ename == "MemoryError") r.status = Status::kMemoryLimit;
+    if (report.error_phase == "compile") r.status = Status::kSyntaxError;
+    else if (report.error_phase == "policy") r.status = Status::kPolicyViolation;
+    else if (report.error_phase == "internal") r.status = Status::kInternalError;  // the agent's own fault
+    else if (r.error->ename == "MemoryError") r.status = Status::kMemoryLimit;  // the rlimit tier
     else r.status = Status::kError;
   } else if (o.exit_code != 0) {
     r.status = Status::kError;
@@ -111,7 +93,9 @@ void KeepChangedFiles(const runtime::PythonProgram& program, jail::Outcome& o, R
     for (const auto& in : program.inputs) {
       if (in.name == f.name && in.content == f.content) unchanged = true;
     }
-    if (!unchanged) r.files.push_back(std::move(f));
+    if (unchanged) continue;
+    std::string mime = SniffMimeType(f.name, f.content);
+    r.files.push_back({.name = std::move(f.name), .mime_type = std::move(mime), .content = std::move(f.content)});
   }
   r.skipped_files = std::move(o.skipped_files);
 }
@@ -123,6 +107,7 @@ const char* StatusName(Status s) {
     case Status::kOk: return "ok";
     case Status::kError: return "error";
     case Status::kSyntaxError: return "syntax_error";
+    case Status::kPolicyViolation: return "policy_violation";
     case Status::kTimeout: return "timeout";
     case Status::kMemoryLimit: return "memory_limit";
     case Status::kOutputLimit: return "output_limit";
@@ -137,6 +122,7 @@ int ProcessExitCode(const Result& r) {
     case Status::kOk: return 0;
     case Status::kError: return r.exit_code != 0 ? r.exit_code : 1;
     case Status::kSyntaxError: return 1;
+    case Status::kPolicyViolation: return 1;
     case Status::kTimeout: return 124;
     case Status::kMemoryLimit: return 137;
     case Status::kOutputLimit: return 125;
@@ -147,7 +133,9 @@ int ProcessExitCode(const Result& r) {
 }
 
 Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options) {
-  jail::Policy policy = runtime::MakePolicy(program);
+  auto made = runtime::MakePolicy(program);
+  if (!made) return std::unexpected(made.error());
+  const jail::Policy& policy = *made;
   jail::RunHooks hooks{.on_output = options.on_output};
   auto outcome = jail::Run(policy, hooks);
   if (!outcome) return std::unexpected(outcome.error());
@@ -158,7 +146,13 @@ Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOpt
   r.usage = outcome->usage;
   r.enforcement = outcome->enforcement;
   r.layers = outcome->layers;
-  Classify(*outcome, policy.limits, r);
+  AgentReport report = ParseReport(outcome->report);
+  r.streams = std::move(report.streams);
+  r.streams_truncated = report.streams_truncated || outcome->report_truncated;
+  r.display = std::move(report.display);
+  r.result = std::move(report.result);
+  r.findings = std::move(report.findings);
+  Classify(*outcome, report, policy.limits, r);
   KeepChangedFiles(program, *outcome, r);
   return r;
 }

@@ -6,17 +6,50 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "jail/sandbox.h"
 
 namespace execbox::engine {
 
-enum class Status { kOk, kError, kSyntaxError, kTimeout, kMemoryLimit, kOutputLimit, kKilled, kInternalError };
+enum class Status {
+  kOk,
+  kError,
+  kSyntaxError,
+  kPolicyViolation,
+  kTimeout,
+  kMemoryLimit,
+  kOutputLimit,
+  kKilled,
+  kInternalError
+};
 const char* StatusName(Status s);
 
 struct ErrorInfo {
   std::string ename;
   std::string evalue;
   std::vector<std::string> traceback;
+  // For syntax errors: where, as CPython reports it (line and column 1-based).
+  std::optional<int64_t> line, column;
+  std::optional<std::string> text;
+};
+
+// A Jupyter MIME bundle: {"data": {mime: value}, "metadata": {...}}; text/plain always present.
+using MimeBundle = nlohmann::json;
+
+struct StreamEvent {
+  std::string name;  // "stdout" or "stderr"
+  std::string text;
+};
+
+// One policy-lint finding.
+struct Finding {
+  std::string rule;
+  std::string severity;  // "error" (refused) or "warning"
+  int64_t line = 0;
+  int64_t column = 0;
+  std::string message;
+  std::string suggestion;
 };
 
 struct StreamText {
@@ -26,17 +59,28 @@ struct StreamText {
   uint64_t dropped_bytes = 0;
 };
 
+struct OutputFile {
+  std::string name;
+  std::string mime_type;
+  std::string content;
+};
+
 struct Result {
   Status status = Status::kOk;
   int exit_code = 0;
   int signal = 0;
   StreamText stdout_text, stderr_text;
+  std::vector<StreamEvent> streams;  // Python-level writes in order (both streams interleaved)
+  bool streams_truncated = false;
+  std::optional<MimeBundle> result;  // the last expression's value
+  std::vector<MimeBundle> display;   // display() calls and figures, in order
   std::optional<ErrorInfo> error;
+  std::vector<Finding> findings;
   jail::Usage usage;
   jail::Limits limits;
   jail::Enforcement enforcement;
   jail::Layers layers;
-  std::vector<jail::CollectedFile> files;
+  std::vector<OutputFile> files;
   std::vector<std::string> skipped_files;
 };
 

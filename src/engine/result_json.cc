@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "base/base64.h"
+
 namespace execbox::engine {
 namespace {
 
@@ -55,16 +57,37 @@ json ToJson(const Result& r) {
   j["stderr_truncated"] = r.stderr_text.truncated;
   j["stdout_bytes"] = r.stdout_text.total_bytes;
   j["stderr_bytes"] = r.stderr_text.total_bytes;
+  json streams = json::array();
+  for (const auto& s : r.streams) streams.push_back({{"name", s.name}, {"text", s.text}});
+  j["streams"] = streams;
+  j["streams_truncated"] = r.streams_truncated;
+  j["result"] = r.result ? *r.result : json(nullptr);
+  j["display"] = r.display;
   if (r.error) {
-    j["error"] = {{"ename", r.error->ename}, {"evalue", r.error->evalue}, {"traceback", r.error->traceback}};
+    json e = {{"ename", r.error->ename}, {"evalue", r.error->evalue}, {"traceback", r.error->traceback}};
+    if (r.error->line) e["line"] = *r.error->line;
+    if (r.error->column) e["column"] = *r.error->column;
+    if (r.error->text) e["text"] = *r.error->text;
+    j["error"] = e;
   } else {
     j["error"] = nullptr;
   }
+  json findings = json::array();
+  for (const auto& f : r.findings) {
+    findings.push_back({{"rule", f.rule}, {"severity", f.severity}, {"line", f.line}, {"column", f.column},
+                        {"message", f.message}, {"suggestion", f.suggestion}});
+  }
+  j["findings"] = findings;
   j["usage"] = {{"wall_ms", r.usage.wall_ms},
                 {"cpu_ms", r.usage.cpu_ms},
                 {"peak_memory_bytes", r.usage.peak_memory_bytes}};
   json files = json::array();
-  for (const auto& f : r.files) files.push_back({{"name", f.name}, {"size", f.content.size()}});
+  for (const auto& f : r.files) {
+    files.push_back({{"name", f.name},
+                     {"size", f.content.size()},
+                     {"mime_type", f.mime_type},
+                     {"content_base64", Base64Encode(f.content)}});
+  }
   j["files"] = files;
   j["skipped_files"] = r.skipped_files;
   j["limits"] = LimitsJson(r);

@@ -1,5 +1,9 @@
 #include "runtime/python_program.h"
 
+#include <nlohmann/json.hpp>
+
+#include "base/io.h"
+
 namespace execbox::runtime {
 namespace {
 
@@ -11,13 +15,49 @@ const char* const kGroup = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
 const char* const kHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
 const char* const kNsswitch = "passwd: files\ngroup: files\nhosts: files\n";
 
+std::string Hex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
 }  // namespace
 
-jail::Policy MakePolicy(const PythonProgram& program) {
+const std::string* UsableAgentBytecode() {
+  static const std::string* usable = []() -> const std::string* {
+    const AgentBytecode& b = EmbeddedAgentBytecode();
+    auto probe = ReadFile(b.stdlib_probe, 1 << 20);
+    if (!probe || probe->size() < 4 || Hex(probe->substr(0, 4)) != b.magic_hex) return nullptr;
+    return &b.pyc;
+  }();
+  return usable;
+}
+
+Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
+  auto profile = PolicyProfile(program.policy);
+  if (!profile) return std::unexpected(profile.error());
+  nlohmann::json request = {
+      {"mode", program.mode == Mode::kCheck ? "check" : "run"},
+      {"code", program.code},
+      {"filename", program.display_name},
+      {"policy", nlohmann::json::parse(*profile)},
+      {"figures",
+       {{"max_width_px", program.figures.max_width_px},
+        {"max_height_px", program.figures.max_height_px},
+        {"max_bytes", program.figures.max_bytes},
+        {"dpi", program.figures.dpi}}},
+      {"max_repr_bytes", program.limits.output_bytes},
+      {"max_stream_event_bytes", program.limits.output_bytes},
+  };
   jail::Policy p;
   // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
   // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output.
-  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", kAgentPath, kCodePath, program.display_name};
+  const std::string* bytecode = UsableAgentBytecode();
+  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", bytecode ? kAgentBytecodePath : kAgentPath, kRequestPath};
   p.env = {
       "PATH=/usr/local/bin:/usr/bin:/bin",
       "LANG=C.UTF-8",
@@ -56,13 +96,15 @@ jail::Policy MakePolicy(const PythonProgram& program) {
       {.path = "/etc/hostname", .content = "sandbox\n"},
       {.path = "/etc/nsswitch.conf", .content = kNsswitch},
       {.path = kAgentPath, .content = AgentSource()},
-      {.path = kCodePath, .content = program.code},
+      // Invalid UTF-8 in the code is replaced, so the request is always valid JSON.
+      {.path = kRequestPath, .content = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
   };
+  if (bytecode != nullptr) p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
   p.inputs = program.inputs;
   p.stdin_data = program.stdin_data;
   p.limits = program.limits;
   p.collect = program.collect;
-  p.collect.enabled = program.collect_files;
+  p.collect.enabled = program.collect_files && program.mode == Mode::kRun;
   p.report_channel = true;
   return p;
 }

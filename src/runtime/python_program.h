@@ -5,28 +5,58 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "jail/policy.h"
 
 namespace execbox::runtime {
 
+enum class Mode { kRun, kCheck };
+
+// Caps on what one figure may cost; bigger figures are downscaled and flagged.
+struct FigureLimits {
+  uint32_t max_width_px = 2000;
+  uint32_t max_height_px = 2000;
+  uint64_t max_bytes = 4ull << 20;
+  uint32_t dpi = 100;
+};
+
 struct PythonProgram {
+  Mode mode = Mode::kRun;
   std::string code;
   std::string display_name = "<cell>";  // file name shown in tracebacks
+  std::string policy = "permissive";    // a lint profile name (see PolicyProfileNames)
   std::string stdin_data;
   std::vector<jail::InputFile> inputs;
   jail::Limits limits;
-  bool collect_files = false;
+  FigureLimits figures;
+  bool collect_files = true;
   jail::FileCollection collect;
 };
 
 // Where the interpreter and the agent live inside the jail.
 inline constexpr const char* kInterpreter = "/usr/bin/python3";
 inline constexpr const char* kAgentPath = "/opt/execbox/agent.py";
-inline constexpr const char* kCodePath = "/opt/execbox/code.py";
+inline constexpr const char* kAgentBytecodePath = "/opt/execbox/agent.pyc";
+inline constexpr const char* kRequestPath = "/opt/execbox/request.json";
 
-jail::Policy MakePolicy(const PythonProgram& program);
+// Fails for an unknown policy profile.
+Expected<jail::Policy> MakePolicy(const PythonProgram& program);
 
-// The agent's source, embedded at build time.
+// The agent's source and the lint profiles, embedded at build time.
 const std::string& AgentSource();
+
+// The agent compiled at build time, and how to tell whether the installed interpreter can
+// load it: the magic (hex) must match the first 4 bytes of `stdlib_probe`, a stdlib .pyc.
+struct AgentBytecode {
+  std::string pyc;
+  std::string magic_hex;
+  std::string stdlib_probe;
+};
+const AgentBytecode& EmbeddedAgentBytecode();
+// The bytecode when the interpreter can load it (checked once per process), else nullptr.
+const std::string* UsableAgentBytecode();
+std::vector<std::string> PolicyProfileNames();
+// The profile's JSON text, or an error naming the known profiles.
+Expected<std::string> PolicyProfile(const std::string& name);
 
 }  // namespace execbox::runtime

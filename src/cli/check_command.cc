@@ -1,0 +1,80 @@
+// The check runs inside the same jail as a run, in the agent's check mode: parsing hostile
+// source with the host's interpreter would put the parser itself in front of the code.
+#include "cli/check_command.h"
+
+#include <iostream>
+
+#include "cli/source.h"
+#include "engine/engine.h"
+#include "engine/result_json.h"
+
+namespace execbox::cli {
+namespace {
+
+struct CheckArgs {
+  std::string source;
+  std::string code;
+  std::string policy = "permissive";
+  bool json = false;
+};
+
+nlohmann::json CheckJson(const engine::Result& r) {
+  nlohmann::json full = engine::ToJson(r);
+  nlohmann::json j = {{"status", full["status"]}, {"error", full["error"]}, {"findings", full["findings"]}};
+  return j;
+}
+
+int Check(const CheckArgs& a) {
+  auto source = ReadSource(a.source, a.code);
+  if (!source) {
+    std::cerr << "execbox check: " << source.error().message << "\n";
+    return 2;
+  }
+  runtime::PythonProgram p;
+  p.mode = runtime::Mode::kCheck;
+  p.code = std::move(source->code);
+  p.display_name = std::move(source->display_name);
+  p.policy = a.policy;
+  p.collect_files = false;
+  p.limits.wall_time = std::chrono::seconds(10);
+  auto result = engine::Execute(p);
+  if (!result) {
+    std::cerr << "execbox check: " << result.error().message << "\n";
+    return 2;
+  }
+  if (a.json) {
+    std::cout << engine::Dump(CheckJson(*result), 2) << std::endl;
+  } else {
+    for (const auto& f : result->findings) {
+      std::cout << p.display_name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule
+                << "] " << f.message;
+      if (!f.suggestion.empty()) std::cout << " — " << f.suggestion;
+      std::cout << "\n";
+    }
+    if (result->error && result->status != engine::Status::kPolicyViolation) {
+      for (const auto& line : result->error->traceback) std::cout << line << "\n";
+    }
+    if (result->status == engine::Status::kOk) std::cout << p.display_name << ": ok\n";
+  }
+  switch (result->status) {
+    case engine::Status::kOk: return 0;
+    case engine::Status::kSyntaxError:
+    case engine::Status::kPolicyViolation: return 1;
+    default: return engine::ProcessExitCode(*result);
+  }
+}
+
+}  // namespace
+
+void AddCheckCommand(CLI::App& app, int& exit_status) {
+  auto args = std::make_shared<CheckArgs>();
+  CLI::App* check = app.add_subcommand("check", "Syntax check and policy lint, without running the code");
+  check->footer("Exit status: 0 clean, 1 syntax error or refused by the policy, 2 bad usage.");
+  check->add_option("source", args->source, "Python file to check, or - for standard input");
+  check->add_option("-c,--code", args->code, "Python code to check");
+  check->add_option("--policy", args->policy, "Lint profile: permissive or strict")->default_str("permissive");
+  check->add_flag("--json", args->json, "Print {status, error, findings} as JSON");
+  check->callback([args, &exit_status] { exit_status = Check(*args); });
+}
+
+}  // namespace execbox::cli

@@ -1,0 +1,162 @@
+#include "engine/report.h"
+
+#include <string_view>
+
+namespace execbox::engine {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxDepth = 32;
+constexpr size_t kMaxTracebackLines = 2000;
+// A parsed value costs ~20-60x its bytes in the text ("" is 3 bytes, 64 as a json string), so
+// a line is parsed only if it holds few enough values: a hostile line of 8 MiB of "",
+// would otherwise cost the supervisor over 200 MiB.
+constexpr size_t kMaxValuesPerLine = 200'000;
+constexpr size_t kMaxFindings = 1000;
+// The agent caps its own events; these bound what forged lines can add to a result.
+constexpr size_t kMaxStreamBytes = 16u << 20;
+constexpr size_t kMaxDisplayItems = 1000;
+
+// A SAX pass that only counts: linear time, no allocation beyond the current token. It stands
+// in for parse()'s callback, which nlohmann 3.11 runs in quadratic time for arrays of objects
+// (end_object scans the whole parent for discarded values), so a forged line of 300k {}
+// would stall the supervisor for a minute.
+class Budget : public nlohmann::json_sax<json> {
+ public:
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Value() && ++depth_ <= kMaxDepth; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return --depth_, true; }
+  bool start_array(std::size_t) override { return Value() && ++depth_ <= kMaxDepth; }
+  bool end_array() override { return --depth_, true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  bool Value() { return ++values_ <= kMaxValuesPerLine; }
+  size_t values_ = 0;
+  int depth_ = 0;
+};
+
+bool WithinBudget(std::string_view line) {
+  Budget budget;
+  return json::sax_parse(line, &budget, json::input_format_t::json, /*strict=*/true);
+}
+
+std::string Str(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::optional<int64_t> Int(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+// A bundle's data must be an object of strings (JSON values only for */json types).
+std::optional<MimeBundle> Bundle(const json& event) {
+  auto data = event.find("data");
+  if (data == event.end() || !data->is_object()) return std::nullopt;
+  json clean = json::object();
+  for (auto it = data->begin(); it != data->end(); ++it) {
+    std::string_view mime = it.key();
+    bool json_type = mime.size() >= 4 && mime.substr(mime.size() - 4) == "json";
+    if (it->is_string() || json_type) clean[it.key()] = *it;
+  }
+  if (!clean.contains("text/plain")) clean["text/plain"] = "";
+  json metadata = json::object();
+  if (auto m = event.find("metadata"); m != event.end() && m->is_object()) metadata = *m;
+  return json{{"data", clean}, {"metadata", metadata}};
+}
+
+ErrorInfo Error(const json& e) {
+  ErrorInfo info{.ename = Str(e, "ename"), .evalue = Str(e, "evalue")};
+  if (auto tb = e.find("traceback"); tb != e.end() && tb->is_array()) {
+    for (const auto& line : *tb) {
+      if (line.is_string() && info.traceback.size() < kMaxTracebackLines) info.traceback.push_back(line.get<std::string>());
+    }
+  }
+  info.line = Int(e, "line");
+  info.column = Int(e, "column");
+  if (auto t = e.find("text"); t != e.end() && t->is_string()) info.text = t->get<std::string>();
+  return info;
+}
+
+void Findings(const json& event, AgentReport& r) {
+  auto list = event.find("findings");
+  if (list == event.end() || !list->is_array()) return;
+  for (const auto& f : *list) {
+    if (!f.is_object() || r.findings.size() >= kMaxFindings) continue;
+    r.findings.push_back({.rule = Str(f, "rule"),
+                          .severity = Str(f, "severity"),
+                          .line = Int(f, "line").value_or(0),
+                          .column = Int(f, "column").value_or(0),
+                          .message = Str(f, "message"),
+                          .suggestion = Str(f, "suggestion")});
+  }
+}
+
+void Apply(const json& event, AgentReport& r) {
+  std::string type = Str(event, "type");
+  if (type == "stream") {
+    std::string name = Str(event, "name");
+    if (name != "stdout" && name != "stderr") return;
+    if (r.stream_bytes >= kMaxStreamBytes) {
+      r.streams_truncated = true;
+      return;
+    }
+    r.stream_bytes += Str(event, "text").size();
+    // Consecutive writes to one stream read better as one event.
+    if (!r.streams.empty() && r.streams.back().name == name) {
+      r.streams.back().text += Str(event, "text");
+    } else {
+      r.streams.push_back({name, Str(event, "text")});
+    }
+  } else if (type == "stream_truncated") {
+    r.streams_truncated = true;
+  } else if (type == "display") {
+    if (r.display.size() >= kMaxDisplayItems) return;
+    if (auto b = Bundle(event)) r.display.push_back(std::move(*b));
+  } else if (type == "result") {
+    r.result = Bundle(event);
+  } else if (type == "error") {
+    r.error = Error(event);
+    r.error_phase = Str(event, "phase");
+  } else if (type == "findings") {
+    Findings(event, r);
+  } else if (type == "exit") {
+    r.exit_code = Int(event, "code");
+  }
+}
+
+}  // namespace
+
+AgentReport ParseReport(const std::string& jsonl) {
+  AgentReport r;
+  size_t start = 0;
+  while (start < jsonl.size()) {
+    size_t end = jsonl.find('\n', start);
+    if (end == std::string::npos) end = jsonl.size();
+    std::string_view line(jsonl.data() + start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    json event = WithinBudget(line) ? json::parse(line, nullptr, /*allow_exceptions=*/false) : json();
+    if (!event.is_object()) {
+      ++r.malformed_lines;
+      continue;
+    }
+    Apply(event, r);
+  }
+  return r;
+}
+
+}  // namespace execbox::engine

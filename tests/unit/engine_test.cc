@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include "base/base64.h"
+#include "engine/mime.h"
+#include "engine/report.h"
+
+namespace execbox::engine {
+namespace {
+
+TEST(Base64, RoundTripsEveryLength) {
+  std::string data;
+  for (int i = 0; i < 300; ++i) {
+    data.push_back(static_cast<char>(i * 37));
+    auto back = Base64Decode(Base64Encode(data));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, data);
+  }
+  EXPECT_EQ(Base64Encode("Man"), "TWFu");
+  EXPECT_EQ(Base64Encode("Ma"), "TWE=");
+  EXPECT_FALSE(Base64Decode("TWE").has_value());
+  EXPECT_FALSE(Base64Decode("T=Fu").has_value());
+  EXPECT_FALSE(Base64Decode("TW!u").has_value());
+}
+
+TEST(Mime, SniffsContentNotJustNames) {
+  EXPECT_EQ(SniffMimeType("x.txt", std::string("\x89PNG\r\n\x1a\n....", 12)), "image/png");
+  EXPECT_EQ(SniffMimeType("plot.png", "not really a png"), "text/plain");
+  EXPECT_EQ(SniffMimeType("data.csv", "a,b\n1,2\n"), "text/csv");
+  EXPECT_EQ(SniffMimeType("out", "<svg xmlns='http://www.w3.org/2000/svg'/>"), "image/svg+xml");
+  EXPECT_EQ(SniffMimeType("blob", std::string("\x00\x01\x02", 3)), "application/octet-stream");
+  EXPECT_EQ(SniffMimeType("bad.txt", "\xff\xfe"), "application/octet-stream");
+  EXPECT_EQ(SniffMimeType("r.pdf", "%PDF-1.7"), "application/pdf");
+}
+
+TEST(Utf8, RejectsOverlongAndSurrogates) {
+  EXPECT_TRUE(IsValidUtf8("h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("\xe2\x82"));          // cut short
+}
+
+TEST(Report, ParsesEventsInOrder) {
+  AgentReport r = ParseReport(
+      R"({"type":"stream","name":"stdout","text":"a"})"
+      "\n"
+      R"({"type":"stream","name":"stdout","text":"b"})"
+      "\n"
+      R"({"type":"stream","name":"stderr","text":"c"})"
+      "\n"
+      R"({"type":"display","data":{"text/plain":"fig","image/png":"iVBO"},"metadata":{"width":10}})"
+      "\n"
+      R"({"type":"result","data":{"text/plain":"42"}})"
+      "\n"
+      R"({"type":"exit","code":0})"
+      "\n");
+  ASSERT_EQ(r.streams.size(), 2u);
+  EXPECT_EQ(r.streams[0].name, "stdout");
+  EXPECT_EQ(r.streams[0].text, "ab");
+  EXPECT_EQ(r.streams[1].text, "c");
+  ASSERT_EQ(r.display.size(), 1u);
+  EXPECT_EQ(r.display[0]["data"]["image/png"], "iVBO");
+  EXPECT_EQ(r.display[0]["metadata"]["width"], 10);
+  ASSERT_TRUE(r.result.has_value());
+  EXPECT_EQ((*r.result)["data"]["text/plain"], "42");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.malformed_lines, 0u);
+}
+
+TEST(Report, SurvivesHostileLines) {
+  std::string deep(100000, '[');
+  AgentReport r = ParseReport(deep + "\nnot json\n" + R"({"type":"display","data":"oops"})" + "\n" +
+                              R"({"type":"display","data":{"image/png":7}})" + "\n" +
+                              R"({"type":"error","phase":"run","ename":"ValueError","evalue":"x","traceback":[1,"ok"]})" +
+                              "\n" + R"({"type":"stream","name":"/etc/passwd","text":"x"})");
+  EXPECT_EQ(r.malformed_lines, 2u);
+  ASSERT_EQ(r.display.size(), 1u);  // the bundle with a bad value keeps text/plain only
+  EXPECT_EQ(r.display[0]["data"].size(), 1u);
+  EXPECT_EQ(r.display[0]["data"]["text/plain"], "");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(r.error->ename, "ValueError");
+  EXPECT_EQ(r.error->traceback, std::vector<std::string>{"ok"});
+  EXPECT_TRUE(r.streams.empty());
+}
+
+TEST(Report, SyntaxErrorPosition) {
+  AgentReport r = ParseReport(
+      R"({"type":"error","phase":"compile","ename":"SyntaxError","evalue":"invalid syntax","line":2,"column":5,"text":"x = = 1"})");
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(r.error_phase, "compile");
+  EXPECT_EQ(r.error->line, 2);
+  EXPECT_EQ(r.error->column, 5);
+  EXPECT_EQ(r.error->text, "x = = 1");
+}
+
+}  // namespace
+}  // namespace execbox::engine
