@@ -33,15 +33,28 @@ Status WriteFilesUnder(const std::string& dir, const std::vector<engine::OutputF
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return FailErrno("mkdir " + dir);
   UniqueFd root(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!root.Valid()) return FailErrno("open " + dir);
+  // One bad file does not cost the others: every file is tried, every failure reported.
+  std::string failures;
+  auto note = [&failures](const std::string& message) { failures += (failures.empty() ? "" : "; ") + message; };
   for (const auto& f : files) {
-    if (auto valid = jail::ValidateRelativeName(f.name); !valid) return std::unexpected(valid.error());
+    if (auto valid = jail::ValidateRelativeName(f.name); !valid) {
+      note(valid.error().message);
+      continue;
+    }
     std::string leaf;
     auto parent = OpenParentDir(root.Get(), f.name, leaf);
-    if (!parent) return std::unexpected(Context(f.name, parent.error()));
+    if (!parent) {
+      note(f.name + ": " + parent.error().message);
+      continue;
+    }
     UniqueFd out(::openat(parent->Get(), leaf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (!out.Valid()) return FailErrno("create " + f.name + " under " + dir);
-    if (auto s = WriteAll(out.Get(), f.content); !s) return std::unexpected(Context(f.name, s.error()));
+    if (!out.Valid()) {
+      note(FailErrno("create " + f.name + " under " + dir + " (a symlink is not followed)").error().message);
+      continue;
+    }
+    if (auto s = WriteAll(out.Get(), f.content); !s) note(f.name + ": " + s.error().message);
   }
+  if (!failures.empty()) return Fail(failures);
   return {};
 }
 
