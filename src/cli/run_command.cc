@@ -72,6 +72,7 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
     p.inputs.push_back({spec.substr(0, eq), std::move(*content)});
   }
   if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
+  if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
   p.collect_files = !a.keep_files.empty() || a.json;
   return p;
 }
@@ -154,11 +155,14 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("-c,--code", args->code, "Python code to run");
   run->add_flag("--json", args->json, "Print one JSON result instead of streaming output");
   run->add_option("--timeout", args->timeout, "Wall-time limit in seconds")
+      ->check(CLI::PositiveNumber)
       ->default_str(std::to_string(defaults.wall_time.count() / 1000));
   run->add_option("--cpu-time", args->cpu_time, "CPU-time limit in seconds")
+      ->check(CLI::PositiveNumber)
       ->default_str(std::to_string(defaults.cpu_time.count() / 1000));
   run->add_option("--memory", args->memory, "Memory limit (e.g. 256M)")->default_str("256M");
   run->add_option("--max-processes", args->max_processes, "Processes + threads")
+      ->check(CLI::Range(1u, 100000u))
       ->default_str(std::to_string(defaults.max_processes));
   run->add_option("--output-limit", args->output_limit, "Bytes kept per output stream (head + tail)")
       ->default_str("1M");

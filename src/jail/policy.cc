@@ -22,14 +22,7 @@ Status ValidateRelativeName(const std::string& name) {
   return {};
 }
 
-Status Validate(const Policy& p) {
-  if (p.argv.empty() || p.argv[0].empty() || p.argv[0][0] != '/') {
-    return Fail("policy: argv[0] must be an absolute path inside the jail");
-  }
-  if (p.work_dir.size() < 2 || p.work_dir[0] != '/') return Fail("policy: work_dir must be absolute");
-  if (p.hostname.empty() || p.hostname.size() > 64) return Fail("policy: hostname must be 1-64 bytes");
-  if (p.uid == 0 || p.gid == 0) return Fail("policy: the code must not run as id 0 inside");
-  const Limits& l = p.limits;
+Status ValidateLimits(const Limits& l) {
   if (l.wall_time.count() <= 0) return Fail("limit: wall time must be positive");
   if (l.cpu_time.count() <= 0) return Fail("limit: cpu time must be positive");
   if (l.memory_bytes < (16ull << 20)) return Fail("limit: memory must be at least 16 MiB");
@@ -37,6 +30,17 @@ Status Validate(const Policy& p) {
   if (l.output_bytes < 1024) return Fail("limit: output must be at least 1 KiB");
   if (l.work_dir_bytes < 4096) return Fail("limit: work dir size must be at least 4 KiB");
   if (l.open_files < 16) return Fail("limit: open files must be at least 16");
+  return {};
+}
+
+Status Validate(const Policy& p) {
+  if (p.argv.empty() || p.argv[0].empty() || p.argv[0][0] != '/') {
+    return Fail("policy: argv[0] must be an absolute path inside the jail");
+  }
+  if (p.work_dir.size() < 2 || p.work_dir[0] != '/') return Fail("policy: work_dir must be absolute");
+  if (p.hostname.empty() || p.hostname.size() > 64) return Fail("policy: hostname must be 1-64 bytes");
+  if (p.uid == 0 || p.gid == 0) return Fail("policy: the code must not run as id 0 inside");
+  if (auto s = ValidateLimits(p.limits); !s) return s;
   for (const auto& f : p.files) {
     if (f.path.empty() || f.path[0] != '/') return Fail("policy: synthetic file path must be absolute");
   }

@@ -76,6 +76,8 @@ struct Policy {
 
 // Names inside the work dir: relative, no "..", no NUL or control characters, bounded length.
 Status ValidateRelativeName(const std::string& name);
+// Checks limits are usable (positive times, at least 16 MiB of memory, ...).
+Status ValidateLimits(const Limits& limits);
 // Checks a policy before anything is created, so a bad request fails with a clear message.
 Status Validate(const Policy& policy);
 

@@ -149,6 +149,9 @@ TEST_P(Run, BadUsageIsExitTwo) {
   EXPECT_EQ(RunExecbox({"run", "--memory", "lots", "-c", "pass"}, GetParam()).exit_status, 2);
   EXPECT_EQ(RunExecbox({"run", "--file", "../x=/etc/hostname", "-c", "pass"}, GetParam()).exit_status, 2);
   EXPECT_EQ(RunExecbox({"run"}, GetParam()).exit_status, 2);
+  EXPECT_EQ(RunExecbox({"run", "--timeout", "-5", "-c", "pass"}, GetParam()).exit_status, 2);
+  EXPECT_EQ(RunExecbox({"run", "--memory", "1K", "-c", "pass"}, GetParam()).exit_status, 2);
+  EXPECT_EQ(RunExecbox({"run", "--max-processes", "0", "-c", "pass"}, GetParam()).exit_status, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Run, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
