@@ -23,7 +23,7 @@ test: build
 
 test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DEXECBOX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
-	@cd build-asan && ctest --output-on-failure -j $(JOBS) -L unit
+	@cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 bench: build
 	@$(BUILD)/execbox_bench $(BUILD)/execbox

@@ -78,7 +78,8 @@ json ToJson(const Result& r) {
                         {"message", f.message}, {"suggestion", f.suggestion}});
   }
   j["findings"] = findings;
-  j["usage"] = {{"wall_ms", r.usage.wall_ms},
+  j["usage"] = {{"setup_ms", r.usage.setup_ms},
+                {"wall_ms", r.usage.wall_ms},
                 {"cpu_ms", r.usage.cpu_ms},
                 {"peak_memory_bytes", r.usage.peak_memory_bytes}};
   json files = json::array();

@@ -390,6 +390,7 @@ const char* EndingName(Ending e) {
 }
 
 Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
+  const auto run_started = Clock::now();
   static std::once_flag once;
   std::call_once(once, [] {
     ::signal(SIGPIPE, SIG_IGN);  // a code that closes its stdin must not kill the supervisor
@@ -457,6 +458,8 @@ Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
   guard.pid = -1;
 
   CgroupUsage cg = cgroup ? cgroup->ReadUsage() : CgroupUsage{};
+  out.usage.setup_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(watch.started_at() - run_started).count());
   out.usage.wall_ms = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(watch.ended_at() - watch.started_at()).count());
   out.usage.cpu_ms = cgroup ? cg.cpu_ns / 1'000'000 : watch.tree_cpu_us() / 1000;

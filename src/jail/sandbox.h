@@ -28,7 +28,8 @@ enum class Ending {
 const char* EndingName(Ending ending);
 
 struct Usage {
-  uint64_t wall_ms = 0;
+  uint64_t setup_ms = 0;  // from the call to Run until the code was exec'd: the jail's cost
+  uint64_t wall_ms = 0;   // from exec until the code's main process ended
   uint64_t cpu_ms = 0;
   uint64_t peak_memory_bytes = 0;
   uint64_t pids_peak = 0;  // 0 when unknown
