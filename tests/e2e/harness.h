@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 namespace execbox::e2e {
@@ -35,6 +36,20 @@ Invocation RunExecbox(const std::vector<std::string>& args, Mode mode = Mode::kR
 Invocation RunCode(const std::string& code, Mode mode = Mode::kRoot, std::vector<std::string> extra = {});
 
 std::string ModeName(Mode mode);
+
+// A test run once as root and once as the unprivileged user (skipped, with the reason printed,
+// where the host does not allow it).
+class BothModes : public ::testing::TestWithParam<Mode> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Mode::kUnprivileged && !UnprivilegedUnavailable().empty()) {
+      GTEST_SKIP() << "unprivileged run skipped: " << UnprivilegedUnavailable();
+    }
+  }
+  Invocation Code(const std::string& code, std::vector<std::string> extra = {}) {
+    return RunCode(code, GetParam(), std::move(extra));
+  }
+};
 
 // Names the mode in test output instead of printing its bytes.
 inline void PrintTo(Mode mode, std::ostream* os) { *os << ModeName(mode); }

@@ -92,16 +92,18 @@ os._exit(0)
 )py";
 }
 
-class Hostile : public ::testing::TestWithParam<Mode> {
+class Hostile : public BothModes {
  protected:
-  void SetUp() override {
-    if (GetParam() == Mode::kUnprivileged && !UnprivilegedUnavailable().empty()) {
-      GTEST_SKIP() << "unprivileged run skipped: " << UnprivilegedUnavailable();
-    }
-  }
-
-  Invocation Code(const std::string& code, std::vector<std::string> extra = {}) {
-    return RunCode(code, GetParam(), std::move(extra));
+  // A bomb that only the wall-time limit (5 s) can end: timed out, nothing of it left.
+  void ExpectBombTimedOutAndGone(const Invocation& r, const std::string& tag) {
+    ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+    EXPECT_EQ(r.json["status"], "timeout") << r.json.dump(2);
+    EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
+    EXPECT_EQ(r.exit_status, 124);
+    EXPECT_EQ(r.json["stdout"], "name " + tag + "\n");
+    EXPECT_LT(r.seconds, 60) << "a 5 s limit must end the run";
+    ExpectNoSurvivors(tag);
+    ExpectHostResponsive();
   }
 
   // A host path for this test process and mode, removed first.
@@ -174,15 +176,8 @@ while True:
         pass
 )py",
                       {"--timeout", "5"});
-  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   // The main process never stops forking, so only the wall-time limit can end it.
-  EXPECT_EQ(r.json["status"], "timeout") << r.json.dump(2);
-  EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
-  EXPECT_EQ(r.exit_status, 124);
-  EXPECT_EQ(r.json["stdout"], "name " + tag + "\n");
-  EXPECT_LT(r.seconds, 60) << "a 5 s limit must end the run";
-  ExpectNoSurvivors(tag);
-  ExpectHostResponsive();
+  ExpectBombTimedOutAndGone(r, tag);
 }
 
 TEST_P(Hostile, ThreadBombEndsAndLeavesNothing) {
@@ -197,14 +192,7 @@ while True:
         pass
 )py",
                       {"--timeout", "5"});
-  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
-  EXPECT_EQ(r.json["status"], "timeout") << r.json.dump(2);
-  EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
-  EXPECT_EQ(r.exit_status, 124);
-  EXPECT_EQ(r.json["stdout"], "name " + tag + "\n");
-  EXPECT_LT(r.seconds, 60) << "a 5 s limit must end the run";
-  ExpectNoSurvivors(tag);
-  ExpectHostResponsive();
+  ExpectBombTimedOutAndGone(r, tag);
 }
 
 // ---- Processes that try to outlive the run ----

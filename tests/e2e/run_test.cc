@@ -12,17 +12,7 @@
 namespace execbox::e2e {
 namespace {
 
-class Run : public ::testing::TestWithParam<Mode> {
- protected:
-  void SetUp() override {
-    if (GetParam() == Mode::kUnprivileged && !UnprivilegedUnavailable().empty()) {
-      GTEST_SKIP() << "unprivileged run skipped: " << UnprivilegedUnavailable();
-    }
-  }
-  Invocation Code(const std::string& code, std::vector<std::string> extra = {}) {
-    return RunCode(code, GetParam(), std::move(extra));
-  }
-};
+class Run : public BothModes {};
 
 TEST_P(Run, MedianPrintsThree) {
   Invocation r = Code("import statistics\ndata = [1, 5, 3, 9, 2]\nprint(statistics.median(data))\n");
