@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/io.h"
+#include "runtime/font_cache.h"
 
 namespace execbox::runtime {
 namespace {
@@ -100,6 +101,9 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
       {.path = kRequestPath, .content = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
   };
   if (bytecode != nullptr) p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
+  if (program.seed_matplotlib && program.mode == Mode::kRun) {
+    for (const auto& f : MatplotlibSeedFiles()) p.files.push_back(f);
+  }
   p.inputs = program.inputs;
   p.stdin_data = program.stdin_data;
   p.limits = program.limits;

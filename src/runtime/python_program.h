@@ -31,6 +31,8 @@ struct PythonProgram {
   FigureLimits figures;
   bool collect_files = true;
   jail::FileCollection collect;
+  // Give matplotlib a prebuilt font list (see font_cache.h).
+  bool seed_matplotlib = true;
 };
 
 // Where the interpreter and the agent live inside the jail.

@@ -191,6 +191,12 @@ TEST(Agent, CheckNeverRunsTheCode) {
   EXPECT_EQ(refused.json["status"], "policy_violation");
 }
 
+TEST(Agent, MatplotlibStartsWithAPrebuiltFontList) {
+  // As root the font list is built once into /var/cache/execbox and seeded into every run.
+  json j = Ok(RunCode("import glob, os\nprint(len(glob.glob(os.environ['MPLCONFIGDIR'] + '/fontlist-*.json')))\n"));
+  EXPECT_EQ(j["stdout"], "1\n") << j.dump(2);
+}
+
 TEST(Agent, EveryPackageOfTheStackImports) {
   json j = Ok(RunCode(
       "import numpy, pandas, matplotlib, scipy, sympy, seaborn, PIL, sklearn, statsmodels, networkx, openpyxl, bs4\n"

@@ -1,0 +1,15 @@
+// matplotlib's font list, built once in a jail and kept in a disk cache, so that a run that
+// plots does not rebuild it (≈200-300 ms) on every first import.
+#pragma once
+
+#include <vector>
+
+#include "jail/policy.h"
+
+namespace execbox::runtime {
+
+// Synthetic files for /opt/execbox/matplotlib/, which the agent copies into MPLCONFIGDIR.
+// Empty when no cache dir is writable (the code then builds the list itself, as before).
+const std::vector<jail::SyntheticFile>& MatplotlibSeedFiles();
+
+}  // namespace execbox::runtime
