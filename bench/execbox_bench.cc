@@ -1,8 +1,8 @@
 // `make bench`: one table of p50, p95 and throughput, every row measured in the same run and
 // given as a ratio to plain `python3 -c 'print(1)'`. Rows that need a later layer (warm pool,
 // sessions) are added with that layer.
-#include <sys/wait.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,12 +58,42 @@ int main(int argc, char** argv) {
   const std::string plot =
       "import numpy, pandas, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
       "plt.plot([1, 2, 3])\nplt.savefig('/tmp/bench.png')\n";
-  std::vector<std::string> bwrap = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
-                                    "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib",
-                                    "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/bin", "/bin",
-                                    "--ro-bind", "/etc/alternatives", "/etc/alternatives", "--ro-bind", "/etc/matplotlibrc", "/etc/matplotlibrc",
-                                    "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--clearenv",
-                                    "--setenv", "MPLBACKEND", "Agg", "--setenv", "HOME", "/tmp", "--"};
+  std::vector<std::string> bwrap = {"/usr/bin/bwrap",
+                                    "--unshare-all",
+                                    "--die-with-parent",
+                                    "--new-session",
+                                    "--ro-bind",
+                                    "/usr",
+                                    "/usr",
+                                    "--symlink",
+                                    "usr/lib",
+                                    "/lib",
+                                    "--symlink",
+                                    "usr/lib64",
+                                    "/lib64",
+                                    "--symlink",
+                                    "usr/bin",
+                                    "/bin",
+                                    "--ro-bind",
+                                    "/etc/alternatives",
+                                    "/etc/alternatives",
+                                    "--ro-bind",
+                                    "/etc/matplotlibrc",
+                                    "/etc/matplotlibrc",
+                                    "--proc",
+                                    "/proc",
+                                    "--dev",
+                                    "/dev",
+                                    "--tmpfs",
+                                    "/tmp",
+                                    "--clearenv",
+                                    "--setenv",
+                                    "MPLBACKEND",
+                                    "Agg",
+                                    "--setenv",
+                                    "HOME",
+                                    "/tmp",
+                                    "--"};
   auto with = [](std::vector<std::string> prefix, std::vector<std::string> rest) {
     prefix.insert(prefix.end(), rest.begin(), rest.end());
     return prefix;
@@ -86,8 +116,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < rows.size(); ++i) {
     double p50 = Percentile(rows[i].ms, 0.5);
     double ref = i < 3 ? base : plot_base;
-    std::printf("%-40s %9.1f %9.1f %10.1f %8.2fx %s\n", rows[i].name.c_str(), p50, Percentile(rows[i].ms, 0.95),
-                1000.0 / p50, p50 / ref, i < 3 ? "print" : "plot");
+    std::printf("%-40s %9.1f %9.1f %10.1f %8.2fx %s\n", rows[i].name.c_str(), p50,
+                Percentile(rows[i].ms, 0.95), 1000.0 / p50, p50 / ref, i < 3 ? "print" : "plot");
   }
   return 0;
 }

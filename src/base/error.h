@@ -19,9 +19,7 @@ using Expected = std::expected<T, Error>;
 // Status for calls that return nothing on success.
 using Status = std::expected<void, Error>;
 
-inline std::unexpected<Error> Fail(std::string message) {
-  return std::unexpected(Error{std::move(message)});
-}
+inline std::unexpected<Error> Fail(std::string message) { return std::unexpected(Error{std::move(message)}); }
 
 // "what(args): strerror(errno)", the form every failing syscall is reported in.
 inline std::unexpected<Error> FailErrno(const std::string& what, int err = errno) {
@@ -29,8 +27,6 @@ inline std::unexpected<Error> FailErrno(const std::string& what, int err = errno
 }
 
 // Prefixes an error with the context it happened in.
-inline Error Context(const std::string& where, Error e) {
-  return Error{where + ": " + e.message};
-}
+inline Error Context(const std::string& where, Error e) { return Error{where + ": " + e.message}; }
 
 }  // namespace execbox

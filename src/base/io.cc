@@ -64,11 +64,16 @@ Expected<uint64_t> ParseSize(std::string_view text) {
   std::string unit(ptr, text.data() + text.size());
   for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   uint64_t mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "K" || unit == "KB" || unit == "KIB") mult = 1ull << 10;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = 1ull << 20;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = 1ull << 30;
-  else return Fail("'" + std::string(text) + "': unknown size unit '" + unit + "'");
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "K" || unit == "KB" || unit == "KIB")
+    mult = 1ull << 10;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    mult = 1ull << 20;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    mult = 1ull << 30;
+  else
+    return Fail("'" + std::string(text) + "': unknown size unit '" + unit + "'");
   if (value > UINT64_MAX / mult) return Fail("'" + std::string(text) + "' is too large");
   return value * mult;
 }

@@ -57,10 +57,13 @@ int Check(const CheckArgs& a) {
     if (result->status == engine::Status::kOk) std::cout << p.display_name << ": ok\n";
   }
   switch (result->status) {
-    case engine::Status::kOk: return 0;
+    case engine::Status::kOk:
+      return 0;
     case engine::Status::kSyntaxError:
-    case engine::Status::kPolicyViolation: return 1;
-    default: return engine::ProcessExitCode(*result);
+    case engine::Status::kPolicyViolation:
+      return 1;
+    default:
+      return engine::ProcessExitCode(*result);
   }
 }
 
@@ -72,7 +75,8 @@ void AddCheckCommand(CLI::App& app, int& exit_status) {
   check->footer("Exit status: 0 clean, 1 syntax error or refused by the policy, 2 bad usage.");
   check->add_option("source", args->source, "Python file to check, or - for standard input");
   check->add_option("-c,--code", args->code, "Python code to check");
-  check->add_option("--policy", args->policy, "Lint profile: permissive or strict")->default_str("permissive");
+  check->add_option("--policy", args->policy, "Lint profile: permissive or strict")
+      ->default_str("permissive");
   check->add_flag("--json", args->json, "Print {status, error, findings} as JSON");
   check->callback([args, &exit_status] { exit_status = Check(*args); });
 }

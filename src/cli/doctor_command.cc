@@ -7,8 +7,9 @@
 namespace execbox::cli {
 
 void AddDoctorCommand(CLI::App& app, int& exit_status) {
-  CLI::App* doctor = app.add_subcommand(
-      "doctor", "Check, by trying each one, which isolation layers this host gives (exit 1 if a required one is missing)");
+  CLI::App* doctor = app.add_subcommand("doctor",
+                                        "Check, by trying each one, which isolation layers this host gives "
+                                        "(exit 1 if a required one is missing)");
   doctor->callback([&exit_status] {
     bool usable = true;
     for (const auto& c : jail::Diagnose()) {

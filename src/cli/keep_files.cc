@@ -35,7 +35,9 @@ Status WriteFilesUnder(const std::string& dir, const std::vector<engine::OutputF
   if (!root.Valid()) return FailErrno("open " + dir);
   // One bad file does not cost the others: every file is tried, every failure reported.
   std::string failures;
-  auto note = [&failures](const std::string& message) { failures += (failures.empty() ? "" : "; ") + message; };
+  auto note = [&failures](const std::string& message) {
+    failures += (failures.empty() ? "" : "; ") + message;
+  };
   for (const auto& f : files) {
     if (auto valid = jail::ValidateRelativeName(f.name); !valid) {
       note(valid.error().message);
@@ -47,7 +49,8 @@ Status WriteFilesUnder(const std::string& dir, const std::vector<engine::OutputF
       note(f.name + ": " + parent.error().message);
       continue;
     }
-    UniqueFd out(::openat(parent->Get(), leaf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    UniqueFd out(
+        ::openat(parent->Get(), leaf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (!out.Valid()) {
       note(FailErrno("create " + f.name + " under " + dir + " (a symlink is not followed)").error().message);
       continue;

@@ -89,7 +89,8 @@ std::string ForTerminal(const engine::MimeBundle& bundle) {
     }
     return note + "; use --json to get it]";
   }
-  return data.contains("text/plain") && data["text/plain"].is_string() ? data["text/plain"].get<std::string>() : "";
+  return data.contains("text/plain") && data["text/plain"].is_string() ? data["text/plain"].get<std::string>()
+                                                                       : "";
 }
 
 void PrintRichOutput(const engine::Result& r) {
@@ -137,7 +138,7 @@ int Run(const RunArgs& a) {
   PrintRichOutput(*result);
   PrintFindings(*result);
   if (result->status != engine::Status::kOk && result->status != engine::Status::kError &&
-             result->status != engine::Status::kSyntaxError && result->error) {
+      result->status != engine::Status::kSyntaxError && result->error) {
     // The code's own traceback is already on stderr; limits are explained here.
     std::cerr << "execbox: " << result->error->ename << ": " << result->error->evalue << "\n";
   }
@@ -170,7 +171,8 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
-  run->add_option("--policy", args->policy, "Lint profile checked before running: permissive (refuses nothing) or strict")
+  run->add_option("--policy", args->policy,
+                  "Lint profile checked before running: permissive (refuses nothing) or strict")
       ->default_str("permissive");
   run->callback([args, &exit_status] { exit_status = Run(*args); });
 }

@@ -2,7 +2,6 @@
 
 #include <csignal>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "engine/mime.h"
@@ -47,22 +46,26 @@ void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Lim
       return;
     case Ending::kWallTimeout:
       r.status = Status::kTimeout;
-      r.error = LimitError("TimeoutError", "execution exceeded the time limit of " + Seconds(limits.wall_time) + " s");
+      r.error = LimitError("TimeoutError",
+                           "execution exceeded the time limit of " + Seconds(limits.wall_time) + " s");
       return;
     case Ending::kCpuTimeout:
       r.status = Status::kTimeout;
-      r.error = LimitError("TimeoutError", "execution exceeded the CPU-time limit of " + Seconds(limits.cpu_time) + " s");
+      r.error = LimitError("TimeoutError",
+                           "execution exceeded the CPU-time limit of " + Seconds(limits.cpu_time) + " s");
       return;
     case Ending::kMemoryLimit:
       r.status = Status::kMemoryLimit;
-      r.error = LimitError("MemoryError", "execution exceeded the memory limit of " +
-                                              std::to_string(limits.memory_bytes >> 20) + " MiB and was killed");
+      r.error =
+          LimitError("MemoryError", "execution exceeded the memory limit of " +
+                                        std::to_string(limits.memory_bytes >> 20) + " MiB and was killed");
       return;
     case Ending::kOutputLimit:
       r.status = Status::kOutputLimit;
-      r.error = LimitError("OutputLimitError", "execution wrote more than " +
-                                                   std::to_string((limits.output_bytes * limits.output_kill_factor) >> 20) +
-                                                   " MiB to one stream and was stopped");
+      r.error = LimitError("OutputLimitError",
+                           "execution wrote more than " +
+                               std::to_string((limits.output_bytes * limits.output_kill_factor) >> 20) +
+                               " MiB to one stream and was stopped");
       return;
     case Ending::kSignaled:
       r.status = Status::kKilled;
@@ -73,11 +76,16 @@ void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Lim
   }
   r.error = report.error;
   if (r.error) {
-    if (report.error_phase == "compile") r.status = Status::kSyntaxError;
-    else if (report.error_phase == "policy") r.status = Status::kPolicyViolation;
-    else if (report.error_phase == "internal") r.status = Status::kInternalError;  // the agent's own fault
-    else if (r.error->ename == "MemoryError") r.status = Status::kMemoryLimit;  // the rlimit tier
-    else r.status = Status::kError;
+    if (report.error_phase == "compile")
+      r.status = Status::kSyntaxError;
+    else if (report.error_phase == "policy")
+      r.status = Status::kPolicyViolation;
+    else if (report.error_phase == "internal")
+      r.status = Status::kInternalError;  // the agent's own fault
+    else if (r.error->ename == "MemoryError")
+      r.status = Status::kMemoryLimit;  // the rlimit tier
+    else
+      r.status = Status::kError;
   } else if (o.exit_code != 0) {
     r.status = Status::kError;
     r.error = ErrorInfo{.ename = "SystemExit", .evalue = std::to_string(o.exit_code), .traceback = {}};
@@ -95,7 +103,8 @@ void KeepChangedFiles(const runtime::PythonProgram& program, jail::Outcome& o, R
     }
     if (unchanged) continue;
     std::string mime = SniffMimeType(f.name, f.content);
-    r.files.push_back({.name = std::move(f.name), .mime_type = std::move(mime), .content = std::move(f.content)});
+    r.files.push_back(
+        {.name = std::move(f.name), .mime_type = std::move(mime), .content = std::move(f.content)});
   }
   r.skipped_files = std::move(o.skipped_files);
 }
@@ -104,30 +113,48 @@ void KeepChangedFiles(const runtime::PythonProgram& program, jail::Outcome& o, R
 
 const char* StatusName(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kError: return "error";
-    case Status::kSyntaxError: return "syntax_error";
-    case Status::kPolicyViolation: return "policy_violation";
-    case Status::kTimeout: return "timeout";
-    case Status::kMemoryLimit: return "memory_limit";
-    case Status::kOutputLimit: return "output_limit";
-    case Status::kKilled: return "killed";
-    case Status::kInternalError: return "internal_error";
+    case Status::kOk:
+      return "ok";
+    case Status::kError:
+      return "error";
+    case Status::kSyntaxError:
+      return "syntax_error";
+    case Status::kPolicyViolation:
+      return "policy_violation";
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kMemoryLimit:
+      return "memory_limit";
+    case Status::kOutputLimit:
+      return "output_limit";
+    case Status::kKilled:
+      return "killed";
+    case Status::kInternalError:
+      return "internal_error";
   }
   return "internal_error";
 }
 
 int ProcessExitCode(const Result& r) {
   switch (r.status) {
-    case Status::kOk: return 0;
-    case Status::kError: return r.exit_code != 0 ? r.exit_code : 1;
-    case Status::kSyntaxError: return 1;
-    case Status::kPolicyViolation: return 1;
-    case Status::kTimeout: return 124;
-    case Status::kMemoryLimit: return 137;
-    case Status::kOutputLimit: return 125;
-    case Status::kKilled: return 128 + r.signal;
-    case Status::kInternalError: return 70;
+    case Status::kOk:
+      return 0;
+    case Status::kError:
+      return r.exit_code != 0 ? r.exit_code : 1;
+    case Status::kSyntaxError:
+      return 1;
+    case Status::kPolicyViolation:
+      return 1;
+    case Status::kTimeout:
+      return 124;
+    case Status::kMemoryLimit:
+      return 137;
+    case Status::kOutputLimit:
+      return 125;
+    case Status::kKilled:
+      return 128 + r.signal;
+    case Status::kInternalError:
+      return 70;
   }
   return 70;
 }

@@ -30,7 +30,8 @@ std::string_view TextTypeFor(std::string_view name, std::string_view content) {
   }
   size_t start = content.find_first_not_of(" \t\r\n");
   std::string_view body = start == std::string_view::npos ? std::string_view() : content.substr(start);
-  if (StartsWith(body, "<svg") || (StartsWith(body, "<?xml") && body.find("<svg") != std::string_view::npos)) {
+  if (StartsWith(body, "<svg") ||
+      (StartsWith(body, "<?xml") && body.find("<svg") != std::string_view::npos)) {
     return "image/svg+xml";
   }
   return "text/plain";
@@ -68,7 +69,8 @@ std::string SniffMimeType(std::string_view name, std::string_view content) {
   if (StartsWith(content, "%PDF-")) return "application/pdf";
   if (StartsWith(content, "PK\x03\x04")) {
     if (EndsWith(name, ".xlsx")) return "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
-    if (EndsWith(name, ".docx")) return "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
+    if (EndsWith(name, ".docx"))
+      return "application/vnd.openxmlformats-officedocument.wordprocessingml.document";
     return "application/zip";
   }
   if (StartsWith(content, "\x1f\x8b")) return "application/gzip";

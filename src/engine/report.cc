@@ -82,7 +82,8 @@ ErrorInfo Error(const json& e) {
   ErrorInfo info{.ename = Str(e, "ename"), .evalue = Str(e, "evalue")};
   if (auto tb = e.find("traceback"); tb != e.end() && tb->is_array()) {
     for (const auto& line : *tb) {
-      if (line.is_string() && info.traceback.size() < kMaxTracebackLines) info.traceback.push_back(line.get<std::string>());
+      if (line.is_string() && info.traceback.size() < kMaxTracebackLines)
+        info.traceback.push_back(line.get<std::string>());
     }
   }
   info.line = Int(e, "line");

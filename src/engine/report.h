@@ -2,11 +2,10 @@
 // code that runs in the sandbox, so every field is type-checked and bounded here.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "engine/result.h"
 

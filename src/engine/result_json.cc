@@ -31,8 +31,13 @@ json LimitsJson(const Result& r) {
 json LayersJson(const jail::Layers& l) {
   return {
       {"namespaces",
-       {{"user", l.user_ns}, {"pid", l.pid_ns}, {"mount", l.mount_ns}, {"net", l.net_ns}, {"ipc", l.ipc_ns},
-        {"uts", l.uts_ns}, {"cgroup", l.cgroup_ns}}},
+       {{"user", l.user_ns},
+        {"pid", l.pid_ns},
+        {"mount", l.mount_ns},
+        {"net", l.net_ns},
+        {"ipc", l.ipc_ns},
+        {"uts", l.uts_ns},
+        {"cgroup", l.cgroup_ns}}},
       {"seccomp", l.seccomp},
       {"no_new_privs", l.no_new_privs},
       {"capabilities_dropped", l.capabilities_dropped},
@@ -74,8 +79,12 @@ json ToJson(const Result& r) {
   }
   json findings = json::array();
   for (const auto& f : r.findings) {
-    findings.push_back({{"rule", f.rule}, {"severity", f.severity}, {"line", f.line}, {"column", f.column},
-                        {"message", f.message}, {"suggestion", f.suggestion}});
+    findings.push_back({{"rule", f.rule},
+                        {"severity", f.severity},
+                        {"line", f.line},
+                        {"column", f.column},
+                        {"message", f.message},
+                        {"suggestion", f.suggestion}});
   }
   j["findings"] = findings;
   j["usage"] = {{"setup_ms", r.usage.setup_ms},

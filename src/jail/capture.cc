@@ -25,9 +25,7 @@ void Capture::Append(std::string_view data) {
   }
 }
 
-std::string Capture::tail() const {
-  return ring_.substr(ring_start_) + ring_.substr(0, ring_start_);
-}
+std::string Capture::tail() const { return ring_.substr(ring_start_) + ring_.substr(0, ring_start_); }
 
 std::string Capture::Text(std::string_view marker) const {
   std::string out = head_;

@@ -27,8 +27,8 @@ class Capture {
   uint64_t tail_cap_;
   uint64_t total_ = 0;
   std::string head_;
-  std::string ring_;        // the last tail_cap_ bytes, as a ring
-  size_t ring_start_ = 0;   // index of the oldest byte once the ring is full
+  std::string ring_;       // the last tail_cap_ bytes, as a ring
+  size_t ring_start_ = 0;  // index of the oldest byte once the ring is full
 };
 
 }  // namespace execbox::jail

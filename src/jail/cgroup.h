@@ -33,9 +33,9 @@ struct CgroupUsage {
 // What this process can use, found by trying (creating and removing a probe group).
 struct CgroupSupport {
   CgroupTier tier = CgroupTier::kNone;
-  std::string base;  // v2: dir under which groups are made; v1: "" (see bases)
+  std::string base;                   // v2: dir under which groups are made; v1: "" (see bases)
   std::vector<std::string> v1_bases;  // v1: memory, pids, cpuacct dirs to make groups under
-  std::string why_not;  // when tier is kNone (or v1), what stopped the better tier
+  std::string why_not;                // when tier is kNone (or v1), what stopped the better tier
   bool memory_peak = false;
   bool swap_limit = false;
   // v2: this process's own group held it (a systemd unit or scope with Delegate=yes), so it moved

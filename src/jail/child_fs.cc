@@ -155,13 +155,15 @@ void SendSkipped(const ChildPlan& plan, const char* name, const char* why) noexc
 
 void SendFile(Walk& w, int fd, uint64_t size) noexcept {
   if (w.sent >= w.plan.max_files) return SendSkipped(w.plan, w.path, "over the returned-file count limit");
-  if (size > w.plan.max_file_bytes) return SendSkipped(w.plan, w.path, "larger than the returned-file size limit");
+  if (size > w.plan.max_file_bytes)
+    return SendSkipped(w.plan, w.path, "larger than the returned-file size limit");
   ++w.sent;
   wire::Header h{.kind = wire::Kind::kOutputFile};
   size_t len = std::strlen(w.path);
   h.a = static_cast<int64_t>(len);
   h.b = static_cast<int64_t>(size);
-  if (!wire::WriteExact(w.plan.control, &h, sizeof h) || !wire::WriteExact(w.plan.control, w.path, len)) return;
+  if (!wire::WriteExact(w.plan.control, &h, sizeof h) || !wire::WriteExact(w.plan.control, w.path, len))
+    return;
   char buf[65536];
   uint64_t left = size;
   while (left > 0) {

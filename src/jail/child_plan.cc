@@ -16,7 +16,9 @@ class PlanBuilder {
   explicit PlanBuilder(ChildPlan& plan) : plan_(plan) {}
 
   // Absolute jail path -> path under the staging root.
-  const char* Staged(const std::string& inside) { return plan_.Keep(std::string(plan_.staging_root) + inside); }
+  const char* Staged(const std::string& inside) {
+    return plan_.Keep(std::string(plan_.staging_root) + inside);
+  }
 
   void Dir(const std::string& inside, mode_t mode = 0755) {
     if (!made_.insert(inside).second) return;
@@ -24,7 +26,8 @@ class PlanBuilder {
   }
   // Makes every directory above `inside`.
   void Parents(const std::string& inside) {
-    for (size_t slash = inside.find('/', 1); slash != std::string::npos; slash = inside.find('/', slash + 1)) {
+    for (size_t slash = inside.find('/', 1); slash != std::string::npos;
+         slash = inside.find('/', slash + 1)) {
       Dir(inside.substr(0, slash));
     }
   }
@@ -38,11 +41,13 @@ class PlanBuilder {
     Parents(inside);
     const char* target = Staged(inside);
     const char* data = plan_.Keep(content);
-    plan_.mounts.push_back({.kind = Kind::kFile, .target = target, .data = data, .size = content.size(), .mode = mode});
+    plan_.mounts.push_back(
+        {.kind = Kind::kFile, .target = target, .data = data, .size = content.size(), .mode = mode});
   }
   void Symlink(const std::string& inside, const std::string& link_text) {
     Parents(inside);
-    plan_.mounts.push_back({.kind = Kind::kSymlink, .target = Staged(inside), .source = plan_.Keep(link_text)});
+    plan_.mounts.push_back(
+        {.kind = Kind::kSymlink, .target = Staged(inside), .source = plan_.Keep(link_text)});
   }
   // A host path bound read-only at the same place; a file needs an empty file to cover.
   Status Bind(const std::string& path, bool required, Kind kind = Kind::kBindReadOnly) {
@@ -151,8 +156,8 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   for (const auto& e : policy.env) plan.envp.push_back(const_cast<char*>(plan.Keep(e)));
   plan.envp.push_back(nullptr);
   plan.rlimits = MakeRlimits(l, rlimit_memory);
-  plan.landlock = MakeLandlockPlan({policy.work_dir, "/tmp", "/dev/shm"},
-                                   {"/dev/null", "/dev/zero", "/dev/full"});
+  plan.landlock =
+      MakeLandlockPlan({policy.work_dir, "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
   plan.collect_files = policy.collect.enabled;
   plan.max_files = policy.collect.max_files;
   plan.max_file_bytes = policy.collect.max_file_bytes;

@@ -55,7 +55,7 @@ struct ChildPlan {
   uint64_t max_file_bytes = 0;
 
   // Descriptors as numbered in the child right after clone.
-  int control = -1;    // stream socket to the supervisor
+  int control = -1;  // stream socket to the supervisor
   int stdin_read = -1;
   int stdout_write = -1;
   int stderr_write = -1;

@@ -74,8 +74,9 @@ Check ProcVisibility() {
     }
   }
   if (c.ok) c.detail = "no overmounts";
-  c.fix = "a container masks parts of /proc: run it with an unmasked /proc (e.g. --security-opt "
-          "systempaths=unconfined) or run on the host";
+  c.fix =
+      "a container masks parts of /proc: run it with an unmasked /proc (e.g. --security-opt "
+      "systempaths=unconfined) or run on the host";
   c.required = false;
   return c;
 }
@@ -116,14 +117,17 @@ Check Cgroups() {
   if (s.tier == CgroupTier::kV2) c.detail += " at " + s.base;
   if (s.tier == CgroupTier::kV1) c.detail += " (memory, pids, cpuacct)";
   if (!s.why_not.empty()) c.detail += "; " + s.why_not;
-  c.fix = "run as root, or delegate a cgroup v2 subtree to this user (systemd-run --user --scope -p "
-          "Delegate=yes execbox ...); without it limits fall back to rlimits";
+  c.fix =
+      "run as root, or delegate a cgroup v2 subtree to this user (systemd-run --user --scope -p "
+      "Delegate=yes execbox ...); without it limits fall back to rlimits";
   return c;
 }
 
 Check Rlimits() {
   int err = InChild([] {
-    struct rlimit rl {.rlim_cur = 1 << 20, .rlim_max = 1 << 20};
+    struct rlimit rl {
+      .rlim_cur = 1 << 20, .rlim_max = 1 << 20
+    };
     return ::setrlimit(RLIMIT_FSIZE, &rl) == 0 ? 0 : errno;
   });
   return {.layer = "rlimits", .ok = err == 0, .detail = err == 0 ? "setrlimit works" : std::strerror(err)};

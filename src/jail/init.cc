@@ -77,9 +77,9 @@ void DropCapabilities() noexcept {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL) break;
   }
   ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  ::prctl(PR_SET_SECUREBITS, SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
-                                 SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-                                 SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+  ::prctl(PR_SET_SECUREBITS,
+          SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT |
+              SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
           0, 0, 0);
 }
 
@@ -136,7 +136,9 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
 
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) ExecFail(status_fd, "PR_SET_PDEATHSIG");
   for (const ResourceLimit& r : plan.rlimits) {
-    struct rlimit rl {.rlim_cur = r.soft, .rlim_max = r.hard};
+    struct rlimit rl {
+      .rlim_cur = r.soft, .rlim_max = r.hard
+    };
     if (::setrlimit(static_cast<__rlimit_resource>(r.resource), &rl) != 0) ExecFail(status_fd, "setrlimit");
   }
   ::umask(022);
@@ -236,7 +238,8 @@ void RunInit(const ChildPlan& plan) noexcept {
   if (plan.clear_groups && ::setgroups(0, nullptr) != 0) FailSetup(plan, {"setgroups", errno});
   // Become the one mapped id (as host root the clone kept kuid 0, which has no name inside and
   // cannot own files). NO_SETUID_FIXUP keeps the namespace capabilities the setup still needs.
-  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0) FailSetup(plan, {"securebits", errno});
+  if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0)
+    FailSetup(plan, {"securebits", errno});
   if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) FailSetup(plan, {"setresgid", errno});
   if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) FailSetup(plan, {"setresuid", errno});
   if (::unshare(CLONE_NEWCGROUP) != 0) FailSetup(plan, {"unshare cgroup namespace", errno});
@@ -278,8 +281,8 @@ void RunInit(const ChildPlan& plan) noexcept {
 
   struct rusage all {};
   ::getrusage(RUSAGE_CHILDREN, &all);
-  int64_t cpu_us = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000000LL + all.ru_utime.tv_usec +
-                   all.ru_stime.tv_usec;
+  int64_t cpu_us =
+      (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000000LL + all.ru_utime.tv_usec + all.ru_stime.tv_usec;
   Send(plan, wire::Kind::kExited, status, cpu_us, all.ru_maxrss);
   if (plan.collect_files) SendOutputs(plan);
   Send(plan, wire::Kind::kDone);

@@ -13,9 +13,9 @@ int LandlockAbi() noexcept;
 
 // Prepared on the host before fork; applied in the child.
 struct LandlockPlan {
-  int abi = 0;                          // 0: nothing is applied
-  std::vector<std::string> writable;    // dirs where files may be created, written, removed
-  std::vector<std::string> devices;     // device files that may be written (e.g. /dev/null)
+  int abi = 0;                        // 0: nothing is applied
+  std::vector<std::string> writable;  // dirs where files may be created, written, removed
+  std::vector<std::string> devices;   // device files that may be written (e.g. /dev/null)
 };
 
 LandlockPlan MakeLandlockPlan(std::vector<std::string> writable, std::vector<std::string> devices);

@@ -218,7 +218,8 @@ void Watch::ReadControl() {
     case wire::Kind::kSetupFailed:
       setup_failed_ = true;
       h.text[sizeof h.text - 1] = '\0';
-      out_.message = std::string("jail setup failed at '") + h.text + "': " + std::strerror(static_cast<int>(h.a));
+      out_.message =
+          std::string("jail setup failed at '") + h.text + "': " + std::strerror(static_cast<int>(h.a));
       break;
     case wire::Kind::kExited:
       exited_ = true;
@@ -280,7 +281,8 @@ void Watch::CheckLimits() {
   if (now >= deadline_) Stop(Ending::kWallTimeout);
   if (cgroup_ != nullptr) {
     CgroupUsage u = cgroup_->ReadUsage();
-    if (u.cpu_ns / 1'000'000 >= static_cast<uint64_t>(policy_.limits.cpu_time.count())) Stop(Ending::kCpuTimeout);
+    if (u.cpu_ns / 1'000'000 >= static_cast<uint64_t>(policy_.limits.cpu_time.count()))
+      Stop(Ending::kCpuTimeout);
     if (u.oom_kills > 0) Stop(Ending::kMemoryLimit);
   }
 }
@@ -310,11 +312,16 @@ void Watch::Loop() {
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
       int fd = fds[i].fd;
-      if (fd == ch_.stdout_read.Get()) ReadOutput(ch_.stdout_read, Stream::kStdout);
-      else if (fd == ch_.stderr_read.Get()) ReadOutput(ch_.stderr_read, Stream::kStderr);
-      else if (fd == ch_.report_read.Get()) ReadReport();
-      else if (fd == ch_.control_host.Get()) ReadControl();
-      else if (fd == ch_.stdin_write.Get()) WriteStdin();
+      if (fd == ch_.stdout_read.Get())
+        ReadOutput(ch_.stdout_read, Stream::kStdout);
+      else if (fd == ch_.stderr_read.Get())
+        ReadOutput(ch_.stderr_read, Stream::kStderr);
+      else if (fd == ch_.report_read.Get())
+        ReadReport();
+      else if (fd == ch_.control_host.Get())
+        ReadControl();
+      else if (fd == ch_.stdin_write.Get())
+        WriteStdin();
     }
     CheckLimits();
   }
@@ -347,7 +354,8 @@ void Classify(const Policy& policy, const Watch& w, const CgroupUsage& cg, Outco
   } else if (cg.oom_kills > 0) {
     out.ending = Ending::kMemoryLimit;
   } else if (out.signal == SIGXCPU ||
-             (out.signal == SIGKILL && out.usage.cpu_ms >= static_cast<uint64_t>(policy.limits.cpu_time.count()))) {
+             (out.signal == SIGKILL &&
+              out.usage.cpu_ms >= static_cast<uint64_t>(policy.limits.cpu_time.count()))) {
     out.ending = Ending::kCpuTimeout;
   } else if (!w.exited()) {
     out.ending = Ending::kSetupFailed;
@@ -378,13 +386,20 @@ std::string NextCgroupName() {
 
 const char* EndingName(Ending e) {
   switch (e) {
-    case Ending::kExited: return "exited";
-    case Ending::kSignaled: return "signaled";
-    case Ending::kWallTimeout: return "wall_timeout";
-    case Ending::kCpuTimeout: return "cpu_timeout";
-    case Ending::kMemoryLimit: return "memory_limit";
-    case Ending::kOutputLimit: return "output_limit";
-    case Ending::kSetupFailed: return "setup_failed";
+    case Ending::kExited:
+      return "exited";
+    case Ending::kSignaled:
+      return "signaled";
+    case Ending::kWallTimeout:
+      return "wall_timeout";
+    case Ending::kCpuTimeout:
+      return "cpu_timeout";
+    case Ending::kMemoryLimit:
+      return "memory_limit";
+    case Ending::kOutputLimit:
+      return "output_limit";
+    case Ending::kSetupFailed:
+      return "setup_failed";
   }
   return "unknown";
 }
@@ -439,10 +454,12 @@ Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
     return FailErrno("clone(user, pid, mount, net, ipc, uts namespaces) — see `execbox doctor`");
   }
   InitGuard guard{pid};
-  for (UniqueFd* fd : {&ch.stdin_read, &ch.stdout_write, &ch.stderr_write, &ch.report_write, &ch.control_child}) {
+  for (UniqueFd* fd :
+       {&ch.stdin_read, &ch.stdout_write, &ch.stderr_write, &ch.report_write, &ch.control_child}) {
     fd->Reset();
   }
-  if (auto s = WriteIdMaps(pid, policy, root); !s) return std::unexpected(Context("user namespace", s.error()));
+  if (auto s = WriteIdMaps(pid, policy, root); !s)
+    return std::unexpected(Context("user namespace", s.error()));
   if (cgroup) {
     if (auto s = cgroup->AddProcess(pid); !s) return std::unexpected(Context("cgroup", s.error()));
   }
@@ -463,7 +480,8 @@ Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
   out.usage.wall_ms = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(watch.ended_at() - watch.started_at()).count());
   out.usage.cpu_ms = cgroup ? cg.cpu_ns / 1'000'000 : watch.tree_cpu_us() / 1000;
-  out.usage.peak_memory_bytes = cg.peak_memory_bytes > 0 ? cg.peak_memory_bytes : watch.tree_maxrss_kib() * 1024;
+  out.usage.peak_memory_bytes =
+      cg.peak_memory_bytes > 0 ? cg.peak_memory_bytes : watch.tree_maxrss_kib() * 1024;
   out.usage.pids_peak = cg.pids_peak;
   Classify(policy, watch, cg, out);
   return out;

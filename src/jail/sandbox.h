@@ -17,13 +17,13 @@ enum class Stream { kStdout, kStderr };
 
 // Why the run ended, as the supervisor saw it.
 enum class Ending {
-  kExited,         // the main process exited by itself (any code)
-  kSignaled,       // the main process died of a signal nobody here sent
-  kWallTimeout,    // the wall-time limit was reached
-  kCpuTimeout,     // the CPU-time limit was reached
-  kMemoryLimit,    // the cgroup's OOM counter rose
-  kOutputLimit,    // a stream wrote more than output_kill_factor * output_bytes
-  kSetupFailed,    // the jail could not be built (message says which step)
+  kExited,       // the main process exited by itself (any code)
+  kSignaled,     // the main process died of a signal nobody here sent
+  kWallTimeout,  // the wall-time limit was reached
+  kCpuTimeout,   // the CPU-time limit was reached
+  kMemoryLimit,  // the cgroup's OOM counter rose
+  kOutputLimit,  // a stream wrote more than output_kill_factor * output_bytes
+  kSetupFailed,  // the jail could not be built (message says which step)
 };
 const char* EndingName(Ending ending);
 
@@ -47,8 +47,8 @@ struct Enforcement {
 
 // The isolation layers that were really in force for this run.
 struct Layers {
-  bool user_ns = false, pid_ns = false, mount_ns = false, net_ns = false, ipc_ns = false,
-       uts_ns = false, cgroup_ns = false;
+  bool user_ns = false, pid_ns = false, mount_ns = false, net_ns = false, ipc_ns = false, uts_ns = false,
+       cgroup_ns = false;
   bool seccomp = false, no_new_privs = false, capabilities_dropped = false;
   int landlock_abi = 0;  // 0: not applied
   std::string cgroup = "none";
@@ -66,7 +66,7 @@ struct Outcome {
   std::string message;  // for kSetupFailed, and notes such as skipped files
   Capture stdout_capture{1 << 20};
   Capture stderr_capture{1 << 20};
-  std::string report;   // what the code wrote to the report channel (fd 3), bounded
+  std::string report;  // what the code wrote to the report channel (fd 3), bounded
   bool report_truncated = false;
   Usage usage;
   Enforcement enforcement;

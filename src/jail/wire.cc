@@ -1,7 +1,8 @@
 #include "jail/wire.h"
 
-#include <cerrno>
 #include <unistd.h>
+
+#include <cerrno>
 
 namespace execbox::jail::wire {
 

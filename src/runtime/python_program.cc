@@ -98,7 +98,8 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
       {.path = "/etc/nsswitch.conf", .content = kNsswitch},
       {.path = kAgentPath, .content = AgentSource()},
       // Invalid UTF-8 in the code is replaced, so the request is always valid JSON.
-      {.path = kRequestPath, .content = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
+      {.path = kRequestPath,
+       .content = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
   };
   if (bytecode != nullptr) p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
   if (program.seed_matplotlib && program.mode == Mode::kRun) {

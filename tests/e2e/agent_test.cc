@@ -96,10 +96,10 @@ TEST(Agent, DataFrameHasHtml) {
 }
 
 TEST(Agent, FiguresShownAndForgottenComeBackAsPng) {
-  json j = Ok(RunCode(
-      "import matplotlib.pyplot as plt\n"
-      "plt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 2, 3])\nplt.show()\n"
-      "plt.figure(figsize=(2, 2), dpi=100)\nplt.bar([1, 2], [3, 4])\n"));
+  json j =
+      Ok(RunCode("import matplotlib.pyplot as plt\n"
+                 "plt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 2, 3])\nplt.show()\n"
+                 "plt.figure(figsize=(2, 2), dpi=100)\nplt.bar([1, 2], [3, 4])\n"));
   EXPECT_EQ(j["status"], "ok") << j.dump(2);
   ASSERT_EQ(j["display"].size(), 2u) << j.dump(2);
   for (const auto& d : j["display"]) {
@@ -136,10 +136,10 @@ TEST(Agent, InvalidUtf8AndNulBytesInOutput) {
 TEST(Agent, FilesInAndOutWithMimeTypeAndContent) {
   std::string in = "/tmp/execbox-e2e-agent-in-" + std::to_string(::getpid());
   { std::ofstream(in) << "x,y\n1,2\n"; }
-  json j = Ok(RunCode(
-      "import csv\nrows = list(csv.reader(open('in.csv')))\n"
-      "open('out.csv', 'w').write('n\\n%d\\n' % len(rows))\n",
-      Mode::kRoot, {"--file", "in.csv=" + in}));
+  json j =
+      Ok(RunCode("import csv\nrows = list(csv.reader(open('in.csv')))\n"
+                 "open('out.csv', 'w').write('n\\n%d\\n' % len(rows))\n",
+                 Mode::kRoot, {"--file", "in.csv=" + in}));
   std::filesystem::remove(in);
   EXPECT_EQ(j["status"], "ok") << j.dump(2);
   ASSERT_EQ(j["files"].size(), 1u) << j["files"].dump();
@@ -151,8 +151,9 @@ TEST(Agent, FilesInAndOutWithMimeTypeAndContent) {
 TEST(Agent, StdinInputAndSystemExit) {
   std::string in = "/tmp/execbox-e2e-agent-stdin-" + std::to_string(::getpid());
   { std::ofstream(in) << "Ada\n"; }
-  json j = Ok(RunCode("name = input()\nprint('hi', name)\ntry:\n    input()\nexcept EOFError:\n    print('eof')\n",
-                      Mode::kRoot, {"--stdin", in}));
+  json j =
+      Ok(RunCode("name = input()\nprint('hi', name)\ntry:\n    input()\nexcept EOFError:\n    print('eof')\n",
+                 Mode::kRoot, {"--stdin", in}));
   std::filesystem::remove(in);
   EXPECT_EQ(j["stdout"], "hi Ada\neof\n");
   Invocation r = RunCode("import sys\nsys.exit(3)\n");
@@ -161,9 +162,10 @@ TEST(Agent, StdinInputAndSystemExit) {
 }
 
 TEST(Agent, StrictPolicyRefusesObfuscatedImportsAndPermissiveRunsThem) {
-  for (const char* code : {"__import__('os').system('ls')\n", "import os as o\no.system('ls')\n",
-                           "from subprocess import run as r\nr(['ls'])\n", "getattr(__builtins__, 'ev' + 'al')('1')\n",
-                           "import importlib\nimportlib.import_module('so' + 'cket')\n", "import socket\n"}) {
+  for (const char* code :
+       {"__import__('os').system('ls')\n", "import os as o\no.system('ls')\n",
+        "from subprocess import run as r\nr(['ls'])\n", "getattr(__builtins__, 'ev' + 'al')('1')\n",
+        "import importlib\nimportlib.import_module('so' + 'cket')\n", "import socket\n"}) {
     json j = Ok(RunCode(code, Mode::kRoot, {"--policy", "strict"}));
     EXPECT_EQ(j["status"], "policy_violation") << code << j.dump(2);
     ASSERT_FALSE(j["findings"].empty()) << code;
@@ -193,15 +195,17 @@ TEST(Agent, CheckNeverRunsTheCode) {
 
 TEST(Agent, MatplotlibStartsWithAPrebuiltFontList) {
   // As root the font list is built once into /var/cache/execbox and seeded into every run.
-  json j = Ok(RunCode("import glob, os\nprint(len(glob.glob(os.environ['MPLCONFIGDIR'] + '/fontlist-*.json')))\n"));
+  json j = Ok(
+      RunCode("import glob, os\nprint(len(glob.glob(os.environ['MPLCONFIGDIR'] + '/fontlist-*.json')))\n"));
   EXPECT_EQ(j["stdout"], "1\n") << j.dump(2);
 }
 
 TEST(Agent, EveryPackageOfTheStackImports) {
-  json j = Ok(RunCode(
-      "import numpy, pandas, matplotlib, scipy, sympy, seaborn, PIL, sklearn, statsmodels, networkx, openpyxl, bs4\n"
-      "print('ok')\n",
-      Mode::kRoot, {"--timeout", "120", "--cpu-time", "120", "--memory", "1G"}));
+  json j =
+      Ok(RunCode("import numpy, pandas, matplotlib, scipy, sympy, seaborn, PIL, sklearn, statsmodels, "
+                 "networkx, openpyxl, bs4\n"
+                 "print('ok')\n",
+                 Mode::kRoot, {"--timeout", "120", "--cpu-time", "120", "--memory", "1G"}));
   EXPECT_EQ(j["status"], "ok") << j["stderr"];
   EXPECT_EQ(j["stdout"], "ok\n");
 }

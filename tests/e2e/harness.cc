@@ -22,8 +22,12 @@ constexpr const char* kTestUser = "execbox-test";
 std::vector<std::string> Command(const std::vector<std::string>& args, Mode mode) {
   std::vector<std::string> cmd;
   if (mode == Mode::kUnprivileged) {
-    cmd = {"/usr/bin/setpriv", std::string("--reuid=") + kTestUser, std::string("--regid=") + kTestUser,
-           "--clear-groups", "--inh-caps=-all", "--"};
+    cmd = {"/usr/bin/setpriv",
+           std::string("--reuid=") + kTestUser,
+           std::string("--regid=") + kTestUser,
+           "--clear-groups",
+           "--inh-caps=-all",
+           "--"};
   }
   cmd.push_back(EXECBOX_BINARY);
   cmd.insert(cmd.end(), args.begin(), args.end());
@@ -35,9 +39,11 @@ std::vector<std::string> Command(const std::vector<std::string>& args, Mode mode
 std::string ModeName(Mode mode) { return mode == Mode::kRoot ? "root" : "unprivileged"; }
 
 const std::string& UnprivilegedUnavailable() {
-  static const std::string reason = [] () -> std::string {
-    if (::getuid() != 0) return "the tests are not running as root, so they cannot switch to " + std::string(kTestUser);
-    if (::getpwnam(kTestUser) == nullptr) return std::string("no user ") + kTestUser + " (scripts/test.sh creates it)";
+  static const std::string reason = []() -> std::string {
+    if (::getuid() != 0)
+      return "the tests are not running as root, so they cannot switch to " + std::string(kTestUser);
+    if (::getpwnam(kTestUser) == nullptr)
+      return std::string("no user ") + kTestUser + " (scripts/test.sh creates it)";
     Invocation probe = RunExecbox({"run", "--json", "-c", "print(1)"}, Mode::kUnprivileged);
     if (probe.exit_status != 0) {
       return "execbox does not run as " + std::string(kTestUser) + " here (exit " +

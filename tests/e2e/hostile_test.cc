@@ -625,13 +625,15 @@ TEST_P(Hostile, KeepFilesDoesNotFollowASymlinkedFileOnTheHost) {
   std::string dir = SharedDir("keep-leaf");
   std::string elsewhere = SharedDir("elsewhere-leaf");
   std::filesystem::create_symlink(elsewhere + "/victim.txt", dir + "/out.txt");
-  Invocation r = Code("open('out.txt', 'w').write('through the link?\\n')\nopen('z.txt', 'w').write('fine')\n",
-                      {"--keep-files", dir});
+  Invocation r =
+      Code("open('out.txt', 'w').write('through the link?\\n')\nopen('z.txt', 'w').write('fine')\n",
+           {"--keep-files", dir});
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   EXPECT_EQ(r.json["status"], "ok") << r.json.dump(2);
   EXPECT_FALSE(std::filesystem::exists(elsewhere + "/victim.txt")) << "written through the host's symlink";
   EXPECT_TRUE(std::filesystem::is_symlink(dir + "/out.txt"));
-  EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/z.txt")) << "one refused file must not cost the others";
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/z.txt"))
+      << "one refused file must not cost the others";
   EXPECT_NE(r.err.find("--keep-files"), std::string::npos) << r.err;
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(elsewhere);

@@ -25,8 +25,8 @@ TEST_P(Run, MedianPrintsThree) {
 }
 
 TEST_P(Run, StreamsLiveAndMirrorsExitStatus) {
-  Invocation r = RunExecbox({"run", "-c", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)"},
-                            GetParam());
+  Invocation r = RunExecbox(
+      {"run", "-c", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)"}, GetParam());
   EXPECT_EQ(r.out, "out\n");
   EXPECT_EQ(r.err, "err\n");
   EXPECT_EQ(r.exit_status, 3);
@@ -107,7 +107,8 @@ TEST_P(Run, PlotComesBackWithKeepFiles) {
 }
 
 TEST_P(Run, RunsAsUnprivilegedIdInside) {
-  Invocation r = Code("import os, socket\nprint(os.getuid(), os.getgid(), socket.gethostname(), os.getcwd())\n");
+  Invocation r =
+      Code("import os, socket\nprint(os.getuid(), os.getgid(), socket.gethostname(), os.getcwd())\n");
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   EXPECT_EQ(r.json["stdout"], "1000 1000 sandbox /work\n");
 }

@@ -69,10 +69,11 @@ TEST(Report, ParsesEventsInOrder) {
 
 TEST(Report, SurvivesHostileLines) {
   std::string deep(100000, '[');
-  AgentReport r = ParseReport(deep + "\nnot json\n" + R"({"type":"display","data":"oops"})" + "\n" +
-                              R"({"type":"display","data":{"image/png":7}})" + "\n" +
-                              R"({"type":"error","phase":"run","ename":"ValueError","evalue":"x","traceback":[1,"ok"]})" +
-                              "\n" + R"({"type":"stream","name":"/etc/passwd","text":"x"})");
+  AgentReport r =
+      ParseReport(deep + "\nnot json\n" + R"({"type":"display","data":"oops"})" + "\n" +
+                  R"({"type":"display","data":{"image/png":7}})" + "\n" +
+                  R"({"type":"error","phase":"run","ename":"ValueError","evalue":"x","traceback":[1,"ok"]})" +
+                  "\n" + R"({"type":"stream","name":"/etc/passwd","text":"x"})");
   EXPECT_EQ(r.malformed_lines, 2u);
   ASSERT_EQ(r.display.size(), 1u);  // the bundle with a bad value keeps text/plain only
   EXPECT_EQ(r.display[0]["data"].size(), 1u);
