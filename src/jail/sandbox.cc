@@ -129,6 +129,7 @@ class Watch {
   void WriteStdin();
   void ReadControl();
   void CheckLimits();
+  void Abandon(const char* why);
 
   const Policy& policy_;
   const RunHooks& hooks_;
@@ -238,11 +239,7 @@ void Watch::ReadControl() {
         content.resize(static_cast<size_t>(h.b));
         ok = wire::ReadExact(fd, content.data(), content.size());
       }
-      if (!ok) {  // the stream is no longer framed: stop reading it
-        control_open_ = false;
-        out_.message = "file collection broke off";
-        return;
-      }
+      if (!ok) return Abandon("file collection broke off");
       if (auto valid = ValidateRelativeName(name); !valid) {
         out_.skipped_files.push_back(name + ": " + valid.error().message);
       } else {
@@ -252,10 +249,7 @@ void Watch::ReadControl() {
     }
     case wire::Kind::kSkippedFile: {
       std::string name(static_cast<size_t>(std::clamp<int64_t>(h.a, 0, 4096)), '\0');
-      if (!wire::ReadExact(fd, name.data(), name.size())) {
-        control_open_ = false;
-        return;
-      }
+      if (!wire::ReadExact(fd, name.data(), name.size())) return Abandon("file collection broke off");
       h.text[sizeof h.text - 1] = '\0';
       out_.skipped_files.push_back(name + ": " + h.text);
       break;
@@ -264,10 +258,17 @@ void Watch::ReadControl() {
       control_open_ = false;
       break;
     default:
-      control_open_ = false;
-      out_.message = "unexpected message from the jail's init";
-      break;
+      return Abandon("unexpected message from the jail's init");
   }
+}
+
+// The control stream is no longer framed. The init may be blocked writing to it: kill the
+// whole namespace, or the supervisor's wait for the init would never end.
+void Watch::Abandon(const char* why) {
+  control_open_ = false;
+  if (out_.message.empty()) out_.message = why;
+  ::kill(init_, SIGKILL);
+  if (cgroup_ != nullptr) cgroup_->KillAll();
 }
 
 void Watch::CheckLimits() {
