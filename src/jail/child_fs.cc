@@ -70,7 +70,7 @@ StepError RunMountOp(const MountOp& op) noexcept {
       }
       return {};
     case Kind::kProc:
-      if (::mount("proc", op.target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      if (::mount("proc", op.target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0) {
         return Err("mount proc");
       }
       return {};

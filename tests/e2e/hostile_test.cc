@@ -466,6 +466,19 @@ print(json.dumps(out))
 
 // ---- The kernel ----
 
+TEST_P(Hostile, ProcShowsOnlyTheSandboxsProcesses) {
+  // /proc is mounted with subset=pid: no host facts (cpuinfo, meminfo, sysctls, kallsyms, keys).
+  Invocation r = Code(
+      "import os\n"
+      "print(sorted(os.listdir('/proc')))\n"
+      "for p in ('/proc/cpuinfo', '/proc/meminfo', '/proc/sys/kernel/hostname', '/proc/kallsyms', '/proc/keys'):\n"
+      "    print(p, os.path.exists(p))\n");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  std::string out = r.json["stdout"];
+  EXPECT_NE(out.find("['1', '2', 'self', 'thread-self']"), std::string::npos) << out;
+  EXPECT_EQ(out.find("True"), std::string::npos) << out;
+}
+
 TEST_P(Hostile, KernelInterfacesAreRefused) {
   Invocation r = Code(R"py(
 import ctypes, json
