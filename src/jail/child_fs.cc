@@ -69,11 +69,13 @@ StepError RunMountOp(const MountOp& op) noexcept {
         return Err("remount device nosuid");
       }
       return {};
-    case Kind::kProc:
-      if (::mount("proc", op.target, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "subset=pid") != 0) {
-        return Err("mount proc");
-      }
+    case Kind::kProc: {
+      // subset=pid (Linux 5.8+) leaves out host facts such as cpuinfo, meminfo and sysctls.
+      unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+      if (::mount("proc", op.target, "proc", flags, "subset=pid") == 0) return {};
+      if (errno != EINVAL || ::mount("proc", op.target, "proc", flags, nullptr) != 0) return Err("mount proc");
       return {};
+    }
     case Kind::kSymlink:
       if (::symlink(op.source, op.target) != 0 && errno != EEXIST) return Err("symlink in the jail root");
       return {};
