@@ -1,6 +1,7 @@
 # The two set-up commands of README.md: `make run` and `make test`. Each installs what is
 # missing (Debian packages), builds, and goes.
 BUILD ?= build
+MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
