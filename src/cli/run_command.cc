@@ -73,6 +73,12 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
   }
   if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
   if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
+  uint64_t input_bytes = 0;
+  for (const auto& in : p.inputs) input_bytes += in.content.size();
+  if (input_bytes > p.limits.work_dir_bytes) {
+    return Fail("the input files (" + std::to_string(input_bytes) + " bytes) do not fit in the work dir (" +
+                std::to_string(p.limits.work_dir_bytes) + " bytes; see --disk)");
+  }
   p.collect_files = !a.keep_files.empty() || a.json;
   return p;
 }
