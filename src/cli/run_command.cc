@@ -61,23 +61,24 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
     if (!in) return std::unexpected(in.error());
     p.stdin_data = std::move(*in);
   }
+  if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
+  if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
+  // Each input is read with the room left in the work dir as its cap, so a file that cannot
+  // fit is refused before it is held in memory.
+  uint64_t room = p.limits.work_dir_bytes;
   for (const auto& spec : a.files) {
     size_t eq = spec.find('=');
     if (eq == std::string::npos) return Fail("--file wants NAME=PATH, got '" + spec + "'");
     if (auto valid = jail::ValidateRelativeName(spec.substr(0, eq)); !valid) {
       return Fail("--file " + spec + ": " + valid.error().message);
     }
-    auto content = ReadFile(spec.substr(eq + 1), 1ull << 30);
-    if (!content) return std::unexpected(content.error());
+    auto content = ReadFile(spec.substr(eq + 1), room);
+    if (!content) {
+      return Fail("--file " + spec + ": " + content.error().message + " (the work dir holds " +
+                  std::to_string(p.limits.work_dir_bytes) + " bytes in all; see --disk)");
+    }
+    room -= content->size();
     p.inputs.push_back({spec.substr(0, eq), std::move(*content)});
-  }
-  if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
-  if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
-  uint64_t input_bytes = 0;
-  for (const auto& in : p.inputs) input_bytes += in.content.size();
-  if (input_bytes > p.limits.work_dir_bytes) {
-    return Fail("the input files (" + std::to_string(input_bytes) + " bytes) do not fit in the work dir (" +
-                std::to_string(p.limits.work_dir_bytes) + " bytes; see --disk)");
   }
   p.collect_files = !a.keep_files.empty() || a.json;
   return p;

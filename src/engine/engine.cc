@@ -26,11 +26,6 @@ std::string Seconds(std::chrono::milliseconds ms) {
   return buf;
 }
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
 ErrorInfo LimitError(const char* ename, std::string evalue) {
   return {.ename = ename, .evalue = evalue, .traceback = {std::string(ename) + ": " + evalue}};
 }
@@ -110,6 +105,11 @@ void KeepChangedFiles(const runtime::PythonProgram& program, jail::Outcome& o, R
 }
 
 }  // namespace
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
 
 const char* StatusName(Status s) {
   switch (s) {

@@ -83,6 +83,9 @@ struct Result {
   std::vector<std::string> skipped_files;
 };
 
+// "SIGKILL" for 9; "signal N" where the C library has no name.
+std::string SignalName(int sig);
+
 // Exit status of `execbox run`, documented in --help.
 int ProcessExitCode(const Result& r);
 

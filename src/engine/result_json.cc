@@ -1,16 +1,11 @@
 #include "engine/result_json.h"
 
-#include <csignal>
-#include <cstring>
-
 #include "base/base64.h"
 
 namespace execbox::engine {
 namespace {
 
 using nlohmann::json;
-
-json StreamFields(const StreamText& s) { return s.text; }
 
 json LimitsJson(const Result& r) {
   const jail::Limits& l = r.limits;
@@ -53,11 +48,9 @@ json ToJson(const Result& r) {
   j["status"] = StatusName(r.status);
   j["exit_code"] = r.exit_code;
   j["signal"] = r.signal != 0 ? json(r.signal) : json(nullptr);
-  if (r.signal != 0 && sigabbrev_np(r.signal) != nullptr) {
-    j["signal_name"] = std::string("SIG") + sigabbrev_np(r.signal);
-  }
-  j["stdout"] = StreamFields(r.stdout_text);
-  j["stderr"] = StreamFields(r.stderr_text);
+  if (r.signal != 0) j["signal_name"] = SignalName(r.signal);
+  j["stdout"] = r.stdout_text.text;
+  j["stderr"] = r.stderr_text.text;
   j["stdout_truncated"] = r.stdout_text.truncated;
   j["stderr_truncated"] = r.stderr_text.truncated;
   j["stdout_bytes"] = r.stdout_text.total_bytes;

@@ -73,7 +73,8 @@ StepError RunMountOp(const MountOp& op) noexcept {
       // subset=pid (Linux 5.8+) leaves out host facts such as cpuinfo, meminfo and sysctls.
       unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
       if (::mount("proc", op.target, "proc", flags, "subset=pid") == 0) return {};
-      if (errno != EINVAL || ::mount("proc", op.target, "proc", flags, nullptr) != 0) return Err("mount proc");
+      if (errno != EINVAL || ::mount("proc", op.target, "proc", flags, nullptr) != 0)
+        return Err("mount proc");
       return {};
     }
     case Kind::kSymlink:

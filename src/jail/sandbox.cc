@@ -130,6 +130,7 @@ class Watch {
   void ReadControl();
   void CheckLimits();
   void Abandon(const char* why);
+  void KillTree();
 
   const Policy& policy_;
   const RunHooks& hooks_;
@@ -267,6 +268,11 @@ void Watch::ReadControl() {
 void Watch::Abandon(const char* why) {
   control_open_ = false;
   if (out_.message.empty()) out_.message = why;
+  KillTree();
+}
+
+// Killing the init ends its pid namespace; the cgroup catches anything half-way through.
+void Watch::KillTree() {
   ::kill(init_, SIGKILL);
   if (cgroup_ != nullptr) cgroup_->KillAll();
 }
@@ -274,8 +280,7 @@ void Watch::Abandon(const char* why) {
 void Watch::CheckLimits() {
   auto now = Clock::now();
   if (kill_at_ && now >= *kill_at_) {
-    ::kill(init_, SIGKILL);
-    if (cgroup_ != nullptr) cgroup_->KillAll();
+    KillTree();
     kill_at_.reset();
   }
   if (exited_ || setup_failed_) return;

@@ -133,6 +133,12 @@ TEST(Agent, InvalidUtf8AndNulBytesInOutput) {
   EXPECT_NE(out.find(std::string("\0b", 2)), std::string::npos);
 }
 
+TEST(Agent, SourceThatIsNotUtf8RunsWithReplacementCharacters) {
+  json j = Ok(RunCode("print('caf\xe9')\n"));
+  EXPECT_EQ(j["status"], "ok") << j.dump(2);
+  EXPECT_EQ(j["stdout"], "caf\xef\xbf\xbd\n");
+}
+
 TEST(Agent, FilesInAndOutWithMimeTypeAndContent) {
   std::string in = "/tmp/execbox-e2e-agent-in-" + std::to_string(::getpid());
   { std::ofstream(in) << "x,y\n1,2\n"; }

@@ -471,7 +471,8 @@ TEST_P(Hostile, ProcShowsOnlyTheSandboxsProcesses) {
   Invocation r = Code(
       "import os\n"
       "print(sorted(os.listdir('/proc')))\n"
-      "for p in ('/proc/cpuinfo', '/proc/meminfo', '/proc/sys/kernel/hostname', '/proc/kallsyms', '/proc/keys'):\n"
+      "for p in ('/proc/cpuinfo', '/proc/meminfo', '/proc/sys/kernel/hostname', '/proc/kallsyms', "
+      "'/proc/keys'):\n"
       "    print(p, os.path.exists(p))\n");
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   std::string out = r.json["stdout"];

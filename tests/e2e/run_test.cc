@@ -143,6 +143,14 @@ TEST_P(Run, BadUsageIsExitTwo) {
   EXPECT_EQ(RunExecbox({"run", "--timeout", "-5", "-c", "pass"}, GetParam()).exit_status, 2);
   EXPECT_EQ(RunExecbox({"run", "--memory", "1K", "-c", "pass"}, GetParam()).exit_status, 2);
   EXPECT_EQ(RunExecbox({"run", "--max-processes", "0", "-c", "pass"}, GetParam()).exit_status, 2);
+  // An input file larger than the work dir is refused up front, not half-copied into the jail.
+  std::string big = "/tmp/execbox-e2e-big-" + std::to_string(::getpid()) + "-" + ModeName(GetParam());
+  { std::ofstream(big) << std::string(3u << 20, 'x'); }
+  ::chmod(big.c_str(), 0644);
+  Invocation r = RunExecbox({"run", "--disk", "1M", "--file", "big=" + big, "-c", "pass"}, GetParam());
+  EXPECT_EQ(r.exit_status, 2);
+  EXPECT_NE(r.err.find("--disk"), std::string::npos) << r.err;
+  std::filesystem::remove(big);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Run, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
