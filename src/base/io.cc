@@ -78,4 +78,12 @@ Expected<uint64_t> ParseSize(std::string_view text) {
   return value * mult;
 }
 
+std::optional<uint64_t> ParseU64(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
 }  // namespace execbox

@@ -1,6 +1,7 @@
 // Small I/O helpers with errors as values.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,7 @@ Status WriteAll(int fd, std::string_view data);
 Expected<std::pair<UniqueFd, UniqueFd>> MakePipe();
 // Parses sizes such as 256M, 1G, 4096, 64KiB.
 Expected<uint64_t> ParseSize(std::string_view text);
+// A decimal number, trailing newlines and spaces allowed; nothing for anything else.
+std::optional<uint64_t> ParseU64(std::string_view text);
 
 }  // namespace execbox

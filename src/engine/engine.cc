@@ -159,6 +159,25 @@ int ProcessExitCode(const Result& r) {
   return 70;
 }
 
+Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits, jail::Outcome& outcome) {
+  Result r;
+  r.limits = limits;
+  r.stdout_text = ToStream(outcome.stdout_capture);
+  r.stderr_text = ToStream(outcome.stderr_capture);
+  r.usage = outcome.usage;
+  r.enforcement = outcome.enforcement;
+  r.layers = outcome.layers;
+  AgentReport report = ParseReport(outcome.report);
+  r.streams = std::move(report.streams);
+  r.streams_truncated = report.streams_truncated || outcome.report_truncated;
+  r.display = std::move(report.display);
+  r.result = std::move(report.result);
+  r.findings = std::move(report.findings);
+  Classify(outcome, report, limits, r);
+  KeepChangedFiles(program, outcome, r);
+  return r;
+}
+
 Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options) {
   auto made = runtime::MakePolicy(program);
   if (!made) return std::unexpected(made.error());
@@ -166,22 +185,7 @@ Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOpt
   jail::RunHooks hooks{.on_output = options.on_output};
   auto outcome = jail::Run(policy, hooks);
   if (!outcome) return std::unexpected(outcome.error());
-  Result r;
-  r.limits = policy.limits;
-  r.stdout_text = ToStream(outcome->stdout_capture);
-  r.stderr_text = ToStream(outcome->stderr_capture);
-  r.usage = outcome->usage;
-  r.enforcement = outcome->enforcement;
-  r.layers = outcome->layers;
-  AgentReport report = ParseReport(outcome->report);
-  r.streams = std::move(report.streams);
-  r.streams_truncated = report.streams_truncated || outcome->report_truncated;
-  r.display = std::move(report.display);
-  r.result = std::move(report.result);
-  r.findings = std::move(report.findings);
-  Classify(*outcome, report, policy.limits, r);
-  KeepChangedFiles(program, *outcome, r);
-  return r;
+  return AssembleResult(program, policy.limits, *outcome);
 }
 
 }  // namespace execbox::engine

@@ -20,4 +20,7 @@ struct ExecuteOptions {
 // (status internal_error included); an Error means the request itself was bad.
 Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options = {});
 
+// Turns what the jail saw (and the agent reported) into the Result; shared by every path.
+Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits, jail::Outcome& outcome);
+
 }  // namespace execbox::engine

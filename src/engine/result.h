@@ -64,6 +64,15 @@ struct OutputFile {
   std::string content;
 };
 
+// Whether a session's Python state survived up to this reply (DESIGN.md: a model is never told
+// its variables exist when they don't).
+struct SessionState {
+  std::string id;
+  uint64_t generation = 0;  // +1 every time the session restarts from a fresh state
+  bool preserved = true;    // false: the state this code ran against (or left) is gone
+  std::string lost_reason;  // "timeout", "memory_limit", "output_limit", "crash", ...
+};
+
 struct Result {
   Status status = Status::kOk;
   int exit_code = 0;
@@ -81,6 +90,9 @@ struct Result {
   jail::Layers layers;
   std::vector<OutputFile> files;
   std::vector<std::string> skipped_files;
+  // "cold" (a fresh jail), "warm" (a pre-forked child of a zygote) or "session".
+  std::string engine = "cold";
+  std::optional<SessionState> session;
 };
 
 // "SIGKILL" for 9; "signal N" where the C library has no name.

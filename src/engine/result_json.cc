@@ -80,7 +80,14 @@ json ToJson(const Result& r) {
                         {"suggestion", f.suggestion}});
   }
   j["findings"] = findings;
-  j["usage"] = {{"setup_ms", r.usage.setup_ms},
+  if (r.session) {
+    j["session"] = {{"id", r.session->id},
+                    {"generation", r.session->generation},
+                    {"state", r.session->preserved ? "preserved" : "lost"}};
+    if (!r.session->preserved) j["session"]["reason"] = r.session->lost_reason;
+  }
+  j["usage"] = {{"engine", r.engine},
+                {"setup_ms", r.usage.setup_ms},
                 {"wall_ms", r.usage.wall_ms},
                 {"cpu_ms", r.usage.cpu_ms},
                 {"peak_memory_bytes", r.usage.peak_memory_bytes}};

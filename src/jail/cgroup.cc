@@ -70,14 +70,6 @@ bool Contains(const std::vector<std::string_view>& words, std::string_view word)
   return false;
 }
 
-std::optional<uint64_t> ParseU64(std::string_view text) {
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return std::nullopt;
-  return value;
-}
-
 bool Exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
@@ -759,6 +751,18 @@ CgroupUsage Cgroup::ReadUsage() const {
   }
   usage.pids_peak = number("pids.peak");
   return usage;
+}
+
+Status Cgroup::SetLimits(const CgroupLimits& limits) {
+  if (dirs_.empty()) return {};
+  return tier_ == CgroupTier::kV2 ? ApplyV2Limits(dirs_.front(), limits, DetectCgroups()) : ApplyV1Limits(dirs_, limits);
+}
+
+void Cgroup::ResetPeak() {
+  // v1: max_usage_in_bytes restarts from the current usage; v2: memory.peak takes a write
+  // since Linux 6.12 (older kernels refuse it and the peak stays the group's lifetime peak).
+  const char* file = tier_ == CgroupTier::kV2 ? "memory.peak" : "memory.max_usage_in_bytes";
+  if (auto path = FindFile(dirs_, file)) (void)WriteFile(*path, "0");
 }
 
 void Cgroup::KillAll() {

@@ -64,6 +64,10 @@ class Cgroup {
   // Moves a process into the group (all hierarchies).
   Status AddProcess(pid_t pid);
   CgroupUsage ReadUsage() const;
+  // Changes the memory and process limits of a live group.
+  Status SetLimits(const CgroupLimits& limits);
+  // Starts the peak-memory counter again where the kernel allows it.
+  void ResetPeak();
   // SIGKILLs every process in the group. v2 writes cgroup.kill where the kernel has it (5.14+);
   // then, and on v1 alone (no freezer), SIGKILLs the members again and again until the group
   // stays empty, pids.max bounding how many forks can race the kill. Blocks the calling thread

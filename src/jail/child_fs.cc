@@ -144,6 +144,7 @@ StepError ReceiveOne(int control, int workfd, const wire::Header& h) noexcept {
 
 struct Walk {
   const ChildPlan& plan;
+  const FileFilter* filter = nullptr;  // null: every regular file goes
   uint32_t sent = 0;
   char path[4096] = {};
 };
@@ -215,7 +216,8 @@ void WalkDir(Walk& w, int dirfd, size_t path_len, int depth) noexcept {
       } else {
         int fd = ::openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
         struct stat fst {};
-        if (fd >= 0 && ::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode)) {
+        if (fd >= 0 && ::fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
+            (w.filter == nullptr || w.filter->wanted(w.filter->context, w.path, fst))) {
           SendFile(w, fd, static_cast<uint64_t>(fst.st_size));
         }
         if (fd >= 0) ::close(fd);
@@ -267,10 +269,12 @@ StepError ReceiveInputs(const ChildPlan& plan) noexcept {
   return result;
 }
 
-void SendOutputs(const ChildPlan& plan) noexcept {
+void SendOutputs(const ChildPlan& plan) noexcept { SendOutputsFiltered(plan, nullptr); }
+
+void SendOutputsFiltered(const ChildPlan& plan, const FileFilter* filter) noexcept {
   int workfd = ::open(plan.work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (workfd < 0) return;
-  Walk w{.plan = plan};
+  Walk w{.plan = plan, .filter = filter};
   WalkDir(w, workfd, 0, 0);
   ::close(workfd);
 }

@@ -2,6 +2,8 @@
 // and walks the work dir afterwards. Allocation-free and async-signal-safe: runs after clone.
 #pragma once
 
+#include <sys/stat.h>
+
 #include "jail/child_plan.h"
 
 namespace execbox::jail {
@@ -22,5 +24,13 @@ StepError ReceiveInputs(const ChildPlan& plan) noexcept;
 // Sends every regular file under the work dir as kOutputFile (never following a symlink or
 // opening a special file), and a kSkippedFile for each one passed over.
 void SendOutputs(const ChildPlan& plan) noexcept;
+// The same, for the files `filter` wants (a session's execution: those it changed). The
+// session's processes live on meanwhile: sizes are taken once, so a file changing under the
+// walk cannot break the framing.
+struct FileFilter {
+  void* context;
+  bool (*wanted)(void* context, const char* path, const struct stat& st);
+};
+void SendOutputsFiltered(const ChildPlan& plan, const FileFilter* filter) noexcept;
 
 }  // namespace execbox::jail

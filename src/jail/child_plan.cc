@@ -1,6 +1,7 @@
 // Host side: turns a Policy into the jail's build steps. Runs before clone, may allocate.
 #include "jail/child_plan.h"
 
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -159,6 +160,8 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   plan.landlock =
       MakeLandlockPlan({policy.work_dir, "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
   plan.collect_files = policy.collect.enabled;
+  plan.zygote = policy.zygote;
+  plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP);
   plan.max_files = policy.collect.max_files;
   plan.max_file_bytes = policy.collect.max_file_bytes;
   return plan;

@@ -51,6 +51,9 @@ struct ChildPlan {
   LandlockPlan landlock;
   const SeccompProgram* seccomp = nullptr;
   bool collect_files = false;
+  // Policy::zygote: exec with these capabilities (ambient) and no seccomp/Landlock/no_new_privs.
+  bool zygote = false;
+  uint64_t zygote_capabilities = 0;
   uint32_t max_files = 0;
   uint64_t max_file_bytes = 0;
 

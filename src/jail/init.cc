@@ -21,13 +21,13 @@
 #include <csignal>
 #include <cstring>
 
+#include <linux/securebits.h>
+
 #include "jail/child_fs.h"
 #include "jail/child_plan.h"
+#include "jail/lockdown.h"
 #include "jail/wire.h"
 
-#ifndef SECBIT_NOROOT
-#include <linux/securebits.h>
-#endif
 
 namespace execbox::jail {
 namespace {
@@ -70,23 +70,6 @@ void KillAndReapAll(pid_t main_pid, int* main_status, struct rusage* main_usage)
       main_status = nullptr;
     }
   }
-}
-
-void DropCapabilities() noexcept {
-  for (int cap = 0; cap < 64; ++cap) {
-    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno == EINVAL) break;
-  }
-  ::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  ::prctl(PR_SET_SECUREBITS,
-          SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT |
-              SECBIT_NOROOT_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
-          0, 0, 0);
-}
-
-int ClearCapabilitySets() noexcept {
-  __user_cap_header_struct header{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
-  __user_cap_data_struct data[2] = {};
-  return ::syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
 }
 
 // Moves `fds[i]` to descriptor `targets[i]` even when the sets overlap.
@@ -144,6 +127,16 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
   ::umask(022);
   if (::chdir(plan.work_dir) != 0) ExecFail(status_fd, "chdir to the work dir");
 
+  if (plan.zygote) {
+    // A trusted zygote: it makes the namespaces and mounts of each child it forks, and
+    // applies everything below to the child itself (jail/warm_child.h).
+    if (int err = KeepAmbientCapabilities(plan.zygote_capabilities); err != 0) {
+      errno = err;
+      ExecFail(status_fd, "keep the zygote's capabilities");
+    }
+    ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+    ExecFail(status_fd, "execve");
+  }
   DropCapabilities();
   if (int err = ClearCapabilitySets(); err != 0) {
     errno = err;

@@ -13,6 +13,8 @@ enum class Kind : uint32_t {
   kInputFile = 2,   // a = name length, b = content length; name and content follow
   kInputsDone = 3,  // start the code
   kStop = 4,        // kill the code's whole tree now (a limit was reached)
+  kCollect = 5,     // warm session: send the work dir's files changed since the last kCollect
+  kHello = 6,       // warm child -> host, first message: the host reads the pid from its credentials
   // init -> supervisor
   kStarted = 10,      // the code is running (exec succeeded); a = its pid inside
   kSetupFailed = 11,  // text = the step that failed, a = errno
@@ -20,6 +22,7 @@ enum class Kind : uint32_t {
   kOutputFile = 13,   // a = name length, b = content length; name and content follow
   kSkippedFile = 14,  // a = name length; name follows; text = why
   kDone = 15,         // nothing more will come
+  kCollected = 16,    // warm session: the files asked for by kCollect are all sent
 };
 
 struct Header {

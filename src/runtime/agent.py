@@ -34,6 +34,42 @@
 # handlers (the user's and libraries'), flush sys.stdout/stderr and files left open for
 # writing -- then sends the exit event and leaves with os._exit(), skipping teardown (about
 # 250 ms with numpy, pandas and matplotlib loaded).
+#
+# Warm mode. A zygote (C++ embedding libpython) imports this file as the module execbox_agent
+# (so __name__ is not "__main__" and main() does not run) and calls warm_up(preload) once:
+# dist-packages on sys.path, the matplotlib font cache seeded, the preload modules imported
+# (failures skipped and returned as "name: error" strings), matplotlib on Agg with one plot
+# drawn, the agent's lazy imports done, no thread left running, gc.collect() + gc.freeze().
+# It then forks one child per execution; the C++ side locks the child down, writes one ready
+# byte on the channel and calls serve(channel_fd, session), which never returns and writes
+# nothing on the channel. The channel is a connected AF_UNIX SOCK_STREAM socket; per request:
+#     header: 8 bytes, the body's length as unsigned 64-bit little-endian, with exactly 4 fds
+#             attached by SCM_RIGHTS: [stdin read end, stdout, stderr, report write ends]
+#     body:   that many bytes of UTF-8 JSON, the request above plus optional
+#             "inputs": [{"name": relative path, "content_base64": str}]
+# The fds become 0, 1, 2 and the report fd (moved to >= 512, close-on-exec); the inputs are
+# created in the work dir (parents made, no symlink followed, no file replaced, absolute
+# names and '..' refused); the first execution of a child reseeds `random` and numpy's global
+# RandomState (every child starts with the zygote's state); then the request runs as above,
+# with SIGINT raising KeyboardInterrupt and SIGPIPE ignored, as in python3.
+#   - One-shot (session false): the child ends like the cold agent (threads joined, atexit
+#     handlers run, exit event, os._exit(code)).
+#   - Session (session true): the globals (one __main__ module), imports, open files and
+#     threads persist from one execution to the next; display(), print() and pyplot.show()
+#     report to the current execution. An execution ends without joining threads or running
+#     atexit handlers: output flushed, exit event sent, report fd closed, /dev/null put on fds
+#     0-2 (the host sees EOF on every pipe of the execution), and the next header awaited. A
+#     SystemExit ends the execution with its code, not the session. Figures left open are
+#     shown and closed. Each execution's source stays in linecache under its own name, so a
+#     traceback through a function of an earlier execution shows that execution's line: an
+#     execution runs under the request's filename unless an earlier execution of the session
+#     used that name; then its 1-based number is added ("<cell>" -> "<cell-3>", "job.py" ->
+#     "job-3.py"), and its tracebacks, warnings and events use that name.
+# EOF on the channel where a header would start: os._exit(0). A broken header (wrong fd
+# count, truncated control data, EOF inside it or the body) or a body that is not JSON: a
+# message on stderr (the request's too, and an internal error and exit event on its report
+# when its fds arrived) and os._exit(70). A JSON request that is invalid (bad mode, policy or
+# inputs) is an internal error of that execution only (exit code 70; a session goes on).
 import _ast  # the node classes, without the cost of importing ast (enum, contextlib, ...)
 import _signal
 import _thread
@@ -160,6 +196,27 @@ class Reporter:
     def set_stream_budget(self, budget):
         self._stream_budget = budget
 
+    def restart(self, fd, stream_budget):
+        """Warm mode: the next execution's report, on its own fd, through the same reporter (the
+        streams and display() of a session hold this object)."""
+        with self._lock:
+            self._fd = fd
+            self._pid = os.getpid()
+            self._undecoded = {"stdout": b"", "stderr": b""}
+            self._pending_name, self._pending, self._pending_chars = None, [], 0
+            self._stream_budget = stream_budget
+            self._streams_truncated = False
+
+    def close(self):
+        """Ends the report: the fd is closed (EOF for the host) and later writes are dropped."""
+        with self._lock:
+            fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
     def emit(self, event):
         if not self.active() or os.getpid() != self._pid:
             return
@@ -232,6 +289,8 @@ class Reporter:
         self._write_line_locked(line)
 
     def _write_line_locked(self, line):
+        if self._fd is None:  # closed by another thread since the caller looked
+            return
         self._writing = True
         try:
             _write_all(self._fd, line.encode("utf-8", "execbox.json") + b"\n")
@@ -258,16 +317,22 @@ def take_report_fd():
         os.fstat(REPORT_FD)
     except OSError:
         return None  # run by hand without a report channel
+    return _move_fd_high(REPORT_FD)
+
+
+def _move_fd_high(fd):
+    """Returns a close-on-exec copy of fd numbered 512 or above (where the fd limit allows) and
+    closes fd."""
     import fcntl
     import resource
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     target = 512 if soft == resource.RLIM_INFINITY else max(min(512, soft - 1), REPORT_FD + 1)
     try:
-        fd = fcntl.fcntl(REPORT_FD, fcntl.F_DUPFD_CLOEXEC, target)
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, target)
     except OSError:
-        fd = os.dup(REPORT_FD)  # non-inheritable too
-    os.close(REPORT_FD)
-    return fd
+        moved = os.dup(fd)  # non-inheritable too
+    os.close(fd)
+    return moved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,6 +469,11 @@ def load_request(argv):
         raise RequestError("usage: agent.py REQUEST.json")
     with open(argv[1], "rb") as f:
         request = json.loads(f.read().decode("utf-8", "replace"))
+    return parse_request(request)
+
+
+def parse_request(request):
+    """The checked request, with defaults, from the decoded JSON value."""
     if not isinstance(request, dict):
         raise RequestError("the request must be a JSON object")
     mode = request.get("mode", "run")
@@ -1259,7 +1329,14 @@ class Figures:
                     pass
 
 
+# The Figures of the execution that is running: patched show() methods look it up, so that
+# in a warm session they serve the current execution, not the one that patched them.
+_current_figures = None
+
+
 def patch_pyplot(pyplot, figures):
+    global _current_figures
+    _current_figures = figures
     if getattr(pyplot.show, "_execbox", False):
         return
     original = pyplot.show
@@ -1267,7 +1344,7 @@ def patch_pyplot(pyplot, figures):
     def show(*args, **kwargs):
         """Display all open figures (execbox: each becomes an image/png display output) and
         close them."""
-        figures.show()
+        _current_figures.show()
 
     show._execbox = True
     show.__wrapped__ = original
@@ -1277,7 +1354,7 @@ def patch_pyplot(pyplot, figures):
     if figure_class is not None and not getattr(figure_class.show, "_execbox", False):
         def figure_show(self, warn=True):
             """Show the figure (execbox: as an image/png display output)."""
-            figures.show_one(self)
+            _current_figures.show_one(self)
 
         figure_show._execbox = True
         figure_class.show = figure_show
@@ -1391,8 +1468,12 @@ class OpenTracker:
         self.files = weakref.WeakSet()
         self.buffer_used = False
         self._real_open = io.open
+        self._installed = False
 
     def install(self):
+        if self._installed:  # a warm session's later executions
+            return
+        self._installed = True
         real_open, files = self._real_open, self.files
 
         def open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None,
@@ -1445,20 +1526,30 @@ class State:
 
 def _prepare_interpreter(state):
     """What `site` would do, without its cost, and the notebook's extras."""
+    _add_dist_packages()
+    # `-I` puts no script directory on the path; the work dir is where the user's modules are.
+    sys.path.insert(0, os.getcwd())
+    _install_builtins(lambda: state)
+    sys.argv = [state.request["filename"]]
+    _seed_matplotlib_cache()
+
+
+def _add_dist_packages():
     version = "python%d.%d" % sys.version_info[:2]
     for path in ("/usr/local/lib/%s/dist-packages" % version, "/usr/lib/python3/dist-packages",
                  "/usr/lib/%s/dist-packages" % version):
         if os.path.isdir(path) and path not in sys.path:
             sys.path.append(path)
-    # `-I` puts no script directory on the path; the work dir is where the user's modules are.
-    sys.path.insert(0, os.getcwd())
+
+
+def _install_builtins(current_state):
+    """exit, quit and help as `site` makes them, and display(); current_state() is the State
+    that display() reports to."""
     import _sitebuiltins
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
     builtins.help = _sitebuiltins._Helper()
-    builtins.display = _make_display(state)
-    sys.argv = [state.request["filename"]]
-    _seed_matplotlib_cache()
+    builtins.display = _make_display(current_state)
 
 
 # A font list built once by the host (runtime/font_cache.cc); without it matplotlib rebuilds
@@ -1481,11 +1572,12 @@ def _seed_matplotlib_cache():
         pass  # matplotlib builds its own
 
 
-def _make_display(state):
+def _make_display(current_state):
     def display(*objs, include=None, exclude=None, metadata=None, transient=None,
                 display_id=None, raw=False, clear=False, **kwargs):
         """Show each object as a rich output (IPython's display()): one display output per
         object, in order, with text/plain and any richer representations it has."""
+        state = current_state()
         for obj in objs:
             if raw:
                 data, md = state.formatter.raw_bundle(obj)
@@ -1600,10 +1692,15 @@ def run(state, request):
     import warnings
     for w in compile_warnings:  # as Python would have shown them while compiling
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    state.main = _new_main_module(filename)
+    if state.main is None:
+        state.main = _new_main_module(filename)
+    else:  # a warm session: the globals of its earlier executions
+        sys.modules["__main__"] = state.main
     hook = PyplotHook(state.figures)
     if "matplotlib.pyplot" in sys.modules:  # preloaded (a zygote)
         patch_pyplot(sys.modules["matplotlib.pyplot"], state.figures)
+    # One hook at a time: a warm session's earlier executions installed theirs.
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, PyplotHook)]
     sys.meta_path.insert(0, hook)
     state.tracker.install()
     _RESERVE = bytearray(1 << 20)
@@ -1758,6 +1855,469 @@ def main():
         reporter.emit({"type": "exit", "code": exit_code})
         os._exit(exit_code)
     finish(state, exit_code)
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm mode (see the header): warm_up() once in the zygote, serve() in each forked child.
+
+# What this file imports lazily while it runs (and serve() needs): imported once in the zygote,
+# so that no child pays for them.
+_LAZY_IMPORTS = ("__future__", "_sitebuiltins", "_socket", "atexit", "fcntl", "fnmatch", "gc",
+                 "re", "resource", "warnings", "weakref")
+
+
+def _describe(exc):
+    return "%s: %s" % (type(exc).__name__, _safe_str(exc))
+
+
+def warm_up(preload, plot=True):
+    """Prepares the zygote's interpreter so that each forked child starts warm: the library
+    path, the matplotlib font cache, the modules in preload (a list of names; one that fails
+    to import is skipped), matplotlib on Agg with one plot drawn (fonts and the renderer
+    loaded) when plot is true and matplotlib was loaded, and the agent's own lazy imports.
+    Starts no thread. Ends with gc.freeze(), so that children do not copy the zygote's objects
+    when the collector walks them. Returns a list of "name: error" strings, one per failure
+    (a thread found still running after the imports is reported as "threads: ...")."""
+    import importlib
+    failures = []
+    _add_dist_packages()
+    _seed_matplotlib_cache()
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken package is skipped
+            failures.append("%s: %s" % (name, _describe(exc)))
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is not None:
+        try:
+            matplotlib.use("Agg")
+            if plot:
+                _warm_plot(importlib.import_module("matplotlib.pyplot"))
+        except Exception as exc:  # noqa: BLE001
+            failures.append("matplotlib.pyplot: %s" % _describe(exc))
+    for name in _LAZY_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001
+            failures.append("%s: %s" % (name, _describe(exc)))
+    try:
+        _warm_agent()
+    except Exception as exc:  # noqa: BLE001
+        failures.append("execbox_agent: %s" % _describe(exc))
+    threads = _thread_count()
+    if threads > 1:
+        failures.append("threads: %d threads are running after the warm-up; namespaces "
+                        "cannot be entered and fork() keeps only the caller" % threads)
+    import gc
+    gc.collect()
+    gc.freeze()
+    return failures
+
+
+def _warm_plot(pyplot):
+    """One small line plot with text, rendered to an in-memory PNG and closed."""
+    fig = pyplot.figure(figsize=(2, 1.5), dpi=72)
+    ax = fig.add_subplot()
+    ax.plot([0, 1, 2], [0, 1, 0], label="warm-up")
+    ax.set_title("warm-up")
+    ax.legend()
+    fig.savefig(io.BytesIO(), format="png")
+    pyplot.close(fig)
+
+
+def _warm_agent():
+    """Runs the agent's own paths once -- compile, the policy check, a traceback -- so that the
+    modules they import lazily (traceback imports ast for its carets) are loaded."""
+    filename = "<execbox-warm-up>"
+    source = "x = 0\n1 / x\n"
+    _register_source(filename, source)
+    try:
+        tree, body_code, last_code, _show, _warnings = compile_cell(source, filename)
+        lint(compile_policy({"rules": [{"id": "warm", "imports": ["socket"], "calls": ["os.*"]}]}),
+             source, tree)
+        try:
+            _execute(body_code, last_code, {"__builtins__": builtins, "__name__": "__warm_up__"})
+        except ZeroDivisionError as exc:
+            run_error_event(exc, filename, DEFAULTS["max_repr_bytes"])
+    finally:
+        linecache.cache.pop(filename, None)
+
+
+def _thread_count():
+    try:
+        return len(os.listdir("/proc/self/task"))  # native threads too (OpenBLAS, numexpr)
+    except OSError:
+        threading = sys.modules.get("threading")
+        return threading.active_count() if threading is not None else 1
+
+
+# The channel: each request is an 8-byte header (the body's length, unsigned little-endian)
+# carrying CHANNEL_FDS fds by SCM_RIGHTS, then the body.
+HEADER_BYTES = 8
+CHANNEL_FDS = 4  # stdin (a read end), stdout, stderr, report (write ends)
+MAX_BODY_BYTES = 1 << 30
+
+
+class ChannelError(Exception):
+    """The host broke the protocol: the channel cannot be trusted any more."""
+
+    def __init__(self, message, fds=()):
+        super().__init__(message)
+        self.fds = list(fds)
+
+
+class _Channel:
+    def __init__(self, fd):
+        import _socket
+        self._net = _socket
+        # Family and type given: no getsockopt() to ask for them.
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
+        # Room for a few more fds than expected, so that a wrong count is reported as such.
+        self._ancillary = _socket.CMSG_SPACE(4 * (CHANNEL_FDS + 12))
+
+    def receive(self):
+        """(fds, body) of the next request, or None when the host closed the channel between
+        requests. Raises ChannelError (with the fds received so far) for a broken request."""
+        net, header, fds = self._net, b"", []
+        while len(header) < HEADER_BYTES:
+            data, ancillary, flags, _ = self._sock.recvmsg(HEADER_BYTES - len(header), self._ancillary,
+                                                           net.MSG_CMSG_CLOEXEC)
+            for level, kind, cdata in ancillary:
+                if level == net.SOL_SOCKET and kind == net.SCM_RIGHTS:
+                    whole = len(cdata) - len(cdata) % 4
+                    fds.extend(int.from_bytes(cdata[i:i + 4], sys.byteorder, signed=True)
+                               for i in range(0, whole, 4))
+            if flags & net.MSG_CTRUNC:
+                raise ChannelError("more file descriptors than expected came with a request "
+                                   "header (the control data was truncated)", fds)
+            if not data:
+                if not header and not fds:
+                    return None
+                raise ChannelError("the channel closed inside a request header (%d of %d bytes)"
+                                   % (len(header), HEADER_BYTES), fds)
+            header += data
+        if len(fds) != CHANNEL_FDS:
+            raise ChannelError("a request header carries %d file descriptors, not %d"
+                               % (len(fds), CHANNEL_FDS), fds)
+        length = int.from_bytes(header, "little")
+        if length > MAX_BODY_BYTES:
+            raise ChannelError("a request body of %d bytes is over the limit of %d bytes"
+                               % (length, MAX_BODY_BYTES), fds)
+        body = bytearray(length)
+        view, got = memoryview(body), 0
+        while got < length:
+            n = self._sock.recv_into(view[got:])
+            if n == 0:
+                raise ChannelError("the channel closed after %d of %d body bytes" % (got, length), fds)
+            got += n
+        return fds, body
+
+
+def _channel_failure(message, fds):
+    """The host broke the protocol: says so wherever it can be read, and leaves."""
+    text = ("execbox agent: %s\n" % message).encode("utf-8", "replace")
+    targets = [2]
+    if len(fds) == CHANNEL_FDS:  # the request's own stderr and report
+        targets.insert(0, fds[2])
+        events = [{"type": "error", "phase": "internal", "ename": "ChannelError", "evalue": message,
+                   "traceback": []}, {"type": "exit", "code": INTERNAL_ERROR_EXIT}]
+        try:
+            _write_all(fds[3], "".join(_ENCODER.encode(e) + "\n" for e in events).encode("utf-8", "replace"))
+        except OSError:
+            pass
+    for fd in targets:
+        try:
+            _write_all(fd, text)
+        except OSError:
+            pass
+    os._exit(INTERNAL_ERROR_EXIT)
+
+
+def _fd_above_stdio(fd):
+    """fd itself if above 2, else a close-on-exec copy above 2 (fd is closed)."""
+    if fd > 2:
+        return fd
+    import fcntl
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
+def _null_fds():
+    """(read fd, write fd) that stand in for stdin and stdout/stderr between executions: EOF
+    and a sink. /dev/null, or where the jail has none, pipes whose other end is closed."""
+    try:
+        fd = _fd_above_stdio(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        return fd, fd
+    except OSError:
+        read_end, write_end = os.pipe()
+        os.close(write_end)
+        other_read, other_write = os.pipe()
+        os.close(other_read)
+        return _fd_above_stdio(read_end), _fd_above_stdio(other_write)
+
+
+def _new_stdin():
+    """sys.stdin on fd 0 as python3 makes it, with nothing buffered from an earlier execution."""
+    raw = io.FileIO(0, "r", closefd=False)
+    raw.name = "<stdin>"
+    stream = io.TextIOWrapper(io.BufferedReader(raw), encoding="utf-8", errors="surrogateescape")
+    stream.mode = "r"
+    return stream
+
+
+def _reseed_randomness():
+    """Every child of a zygote starts with the zygote's PRNG states: the loaded generators are
+    reseeded from os.urandom (a module imported later seeds itself)."""
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
+    numpy_random = getattr(sys.modules.get("numpy"), "random", None)
+    if numpy_random is not None:
+        numpy_random.seed()  # the legacy global RandomState behind np.random.*
+
+
+def _parse_inputs(request):
+    """The request's "inputs", checked: [(name, path parts, base64 text)]. The host validated
+    the names; they are checked again: relative, no '..', no NUL."""
+    inputs = request.get("inputs") or []
+    if not isinstance(inputs, list):
+        raise RequestError("inputs must be a list")
+    checked = []
+    for item in inputs:
+        if not (isinstance(item, dict) and isinstance(item.get("name"), str)
+                and isinstance(item.get("content_base64"), str)):
+            raise RequestError("each input must be an object with a string name and content_base64")
+        name = item["name"]
+        parts = [part for part in name.split("/") if part not in ("", ".")]
+        if name.startswith("/") or "\0" in name or not parts or ".." in parts:
+            raise RequestError("input file name %r is not a relative path inside the work dir" % name)
+        checked.append((name, parts, item["content_base64"]))
+    return checked
+
+
+def _write_inputs(work_dir, inputs):
+    """Creates each input file under the work dir (an fd: the code may have changed directory),
+    with its parent directories, following no symbolic link (a session's code may have planted
+    one) and replacing no file."""
+    for name, parts, content in inputs:
+        try:
+            data = binascii.a2b_base64(content)
+        except (binascii.Error, ValueError) as exc:
+            raise RequestError("input %r is not valid base64: %s" % (name, exc)) from None
+        directory = work_dir
+        try:
+            for part in parts[:-1]:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=directory)
+                except FileExistsError:
+                    pass
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                dir_fd=directory)
+                if directory != work_dir:
+                    os.close(directory)
+                directory = child
+            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644, dir_fd=directory)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RequestError("input %r could not be written: %s" % (name, exc.strerror or exc)) from None
+        finally:
+            if directory != work_dir:
+                os.close(directory)
+
+
+class _Server:
+    """A forked child's loop: one request and exit, or (a session) one request after another
+    with the user's globals kept."""
+
+    def __init__(self, channel_fd, session):
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # as python3 does
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # while idle: a late Ctrl-C is for no one
+        channel_fd = _fd_above_stdio(channel_fd)  # fds 0-2 are replaced per execution
+        os.set_inheritable(channel_fd, False)
+        self.null_in, self.null_out = _null_fds()
+        for fd in (0, 1, 2):  # open, so that received fds never land on them
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.dup2(self.null_in if fd == 0 else self.null_out, fd)
+        self.channel = _Channel(channel_fd)
+        self.session = session
+        self.work_dir = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.reporter = Reporter(None, DEFAULTS["max_stream_event_bytes"])
+        os.register_at_fork(after_in_child=self.reporter.after_fork_in_child)
+        self.executions = 0
+        self.state = None  # the current execution's: display() reports to it
+        # A session's, kept across executions:
+        self.tracker = None
+        self.streams = None
+        self.main = None
+        self.path_entry = None  # the work dir, first on sys.path
+        self.sources = {}  # filename -> source of each execution
+
+    def loop(self):
+        while True:
+            try:
+                received = self.channel.receive()
+            except ChannelError as exc:
+                _channel_failure(str(exc), exc.fds)
+            if received is None:
+                os._exit(0)  # the host is done with this child
+            self.handle(*received)
+
+    def handle(self, fds, body):
+        self.executions += 1
+        for fd, target in zip(fds, (0, 1, 2)):
+            os.dup2(fd, target)  # inheritable, as python3's stdio is
+        report_fd = _move_fd_high(fds[3])
+        for fd in fds[:3]:
+            os.close(fd)
+        reporter = self.reporter
+        reporter.restart(report_fd, DEFAULTS["max_stream_event_bytes"])
+        state = None
+        try:
+            _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # the code may have changed them
+            _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+            sys.stdin = sys.__stdin__ = _new_stdin()
+            if self.executions == 1:
+                _reseed_randomness()
+            try:
+                raw = json.loads(body.decode("utf-8", "replace"))
+            except (ValueError, RecursionError) as exc:
+                raise ChannelError("the request body is not JSON: %s" % exc) from None
+            del body
+            request = parse_request(raw)
+            inputs = _parse_inputs(raw)
+            del raw
+            if self.session:
+                self._name_execution(request)
+            reporter.set_stream_budget(request["max_stream_event_bytes"])
+            state = self.state = State(request, reporter)
+            _write_inputs(self.work_dir, inputs)
+            _register_source(request["filename"], request["code"])
+            if request["mode"] == "run":
+                self._prepare_interpreter(state)
+            exit_code = check_and_compile(state)
+            if exit_code is None:
+                exit_code = 0 if request["mode"] == "check" else run(state, request)
+            if state.main is not None:
+                self.main = state.main
+        except ChannelError as exc:  # a body that is not JSON: the framing may be off too
+            reporter.emit(internal_error_event(exc))
+            try:
+                os.write(2, ("execbox agent: %s\n" % exc).encode("utf-8", "replace"))
+            except OSError:
+                pass
+            reporter.emit({"type": "exit", "code": INTERNAL_ERROR_EXIT})
+            os._exit(INTERNAL_ERROR_EXIT)
+        except BaseException as exc:  # noqa: BLE001 - the agent's own failure, reported as such
+            reporter.emit(internal_error_event(exc))
+            message = "execbox agent: internal error: %s\n" % _safe_str(exc)
+            try:
+                os.write(2, message.encode("utf-8", "replace"))
+            except OSError:
+                pass
+            exit_code = INTERNAL_ERROR_EXIT
+        if not self.session:
+            if state is None:
+                reporter.emit({"type": "exit", "code": exit_code})
+                os._exit(exit_code)
+            finish(state, exit_code)
+        self._end_execution(state, exit_code)
+
+    def _name_execution(self, request):
+        """Each execution of a session keeps its source in linecache under its own name, so
+        that a traceback through a function of an earlier execution shows that execution's
+        lines. An execution runs under the request's filename unless an earlier one of the
+        session used it; then the execution's 1-based number is added: "<cell>" -> "<cell-3>",
+        "job.py" -> "job-3.py"."""
+        for name, source in self.sources.items():  # the code may have cleared linecache
+            if name not in linecache.cache:
+                _register_source(name, source)
+        filename = name = request["filename"]
+        number = self.executions
+        while name in self.sources:
+            if filename.startswith("<") and filename.endswith(">") and len(filename) > 1:
+                name = "%s-%d>" % (filename[:-1], number)
+            else:
+                root, ext = os.path.splitext(filename)
+                name = "%s-%d%s" % (root, number, ext)
+            number += 1
+        request["filename"] = name
+        self.sources[name] = request["code"]
+
+    def _prepare_interpreter(self, state):
+        """_prepare_interpreter() for a warm child: what lasts once per process, what belongs
+        to the execution each time."""
+        first = self.tracker is None
+        if first or not self.session:
+            self.tracker = OpenTracker()
+        state.tracker = self.tracker
+        streams = self.streams
+        if streams is None or streams[0].closed or streams[1].closed:
+            _install_streams(state)
+            self.streams = (state.stdout, state.stderr)
+        else:  # the same objects, which the code (a logging handler, ...) may hold
+            state.stdout, state.stderr = streams
+            sys.stdout = sys.__stdout__ = state.stdout
+            sys.stderr = sys.__stderr__ = state.stderr
+        if first:
+            _add_dist_packages()
+            self.path_entry = os.getcwd()
+            sys.path.insert(0, self.path_entry)
+            _install_builtins(lambda: self.state)
+            if "matplotlib" not in sys.modules:
+                _seed_matplotlib_cache()  # for an import by the code (/tmp may be fresh)
+        else:
+            finder = sys.path_importer_cache.get(self.path_entry)
+            if finder is not None:
+                finder.invalidate_caches()  # modules the earlier executions wrote
+        sys.argv = [state.request["filename"]]
+        state.main = self.main
+
+    def _end_execution(self, state, exit_code):
+        """The end of a session's execution: unlike finish(), no threads joined and no atexit
+        handlers (they belong to the session); the output flushed, the exit event sent, and the
+        execution's fds closed so that the host sees EOF on each."""
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        tracker = state.tracker if state is not None else None
+        if tracker is not None:
+            for f in list(tracker.files):  # for the host, which collects files now
+                try:
+                    if not f.closed:
+                        f.flush()
+                except Exception:  # noqa: BLE001
+                    pass
+        self.reporter.flush_streams(final=True)
+        self.reporter.emit({"type": "exit", "code": exit_code})
+        self.reporter.close()
+        os.dup2(self.null_in, 0)
+        os.dup2(self.null_out, 1)
+        os.dup2(self.null_out, 2)
+
+
+def serve(channel_fd, session):
+    """Runs requests received on channel_fd (see the header) in this forked, locked-down
+    child: one, or with session true one after another with the globals kept. Never returns."""
+    try:
+        _Server(channel_fd, bool(session)).loop()
+    except BaseException as exc:  # noqa: BLE001 - the agent itself failed
+        try:
+            os.write(2, ("execbox agent: serve failed: %s\n" % _describe(exc)).encode("utf-8", "replace"))
+        except OSError:
+            pass
+    os._exit(INTERNAL_ERROR_EXIT)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/base64.h"
 #include "base/io.h"
 #include "runtime/font_cache.h"
 
@@ -38,7 +39,9 @@ const std::string* UsableAgentBytecode() {
   return usable;
 }
 
-Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
+namespace {
+
+Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   auto profile = PolicyProfile(program.policy);
   if (!profile) return std::unexpected(profile.error());
   nlohmann::json request = {
@@ -54,11 +57,28 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
       {"max_repr_bytes", program.limits.output_bytes},
       {"max_stream_event_bytes", program.limits.output_bytes},
   };
+  return request;
+}
+
+}  // namespace
+
+Expected<std::string> MakeRequest(const PythonProgram& program, bool with_inputs) {
+  auto request = RequestJson(program);
+  if (!request) return std::unexpected(request.error());
+  if (with_inputs) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& f : program.inputs) {
+      if (auto s = jail::ValidateRelativeName(f.name); !s) return Fail("input file: " + s.error().message);
+      inputs.push_back({{"name", f.name}, {"content_base64", Base64Encode(f.content)}});
+    }
+    (*request)["inputs"] = std::move(inputs);
+  }
+  // Invalid UTF-8 in the code is replaced, so the request is always valid JSON.
+  return request->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+jail::Policy BasePythonPolicy() {
   jail::Policy p;
-  // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
-  // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output.
-  const std::string* bytecode = UsableAgentBytecode();
-  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", bytecode ? kAgentBytecodePath : kAgentPath, kRequestPath};
   p.env = {
       "PATH=/usr/local/bin:/usr/bin:/bin",
       "LANG=C.UTF-8",
@@ -97,11 +117,23 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
       {.path = "/etc/hostname", .content = "sandbox\n"},
       {.path = "/etc/nsswitch.conf", .content = kNsswitch},
       {.path = kAgentPath, .content = AgentSource()},
-      // Invalid UTF-8 in the code is replaced, so the request is always valid JSON.
-      {.path = kRequestPath,
-       .content = request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
   };
-  if (bytecode != nullptr) p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
+  if (const std::string* bytecode = UsableAgentBytecode()) {
+    p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
+  }
+  return p;
+}
+
+Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
+  auto request = MakeRequest(program, false);
+  if (!request) return std::unexpected(request.error());
+  jail::Policy p = BasePythonPolicy();
+  // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
+  // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output.
+  const std::string* bytecode = UsableAgentBytecode();
+  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", bytecode ? kAgentBytecodePath : kAgentPath, kRequestPath};
+  p.files.push_back({.path = kRequestPath, .content = std::move(*request)});
+
   if (program.seed_matplotlib && program.mode == Mode::kRun) {
     for (const auto& f : MatplotlibSeedFiles()) p.files.push_back(f);
   }

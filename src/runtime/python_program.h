@@ -44,6 +44,13 @@ inline constexpr const char* kRequestPath = "/opt/execbox/request.json";
 // Fails for an unknown policy profile.
 Expected<jail::Policy> MakePolicy(const PythonProgram& program);
 
+// The agent's request as JSON text. `with_inputs` embeds the input files (base64): a warm
+// child receives them with the request, where a cold jail's init writes them itself.
+Expected<std::string> MakeRequest(const PythonProgram& program, bool with_inputs);
+
+// What every Python jail shares, cold or warm: interpreter, environment, system files, agent.
+jail::Policy BasePythonPolicy();
+
 // The agent's source and the lint profiles, embedded at build time.
 const std::string& AgentSource();
 

@@ -9,14 +9,26 @@ Each test runs the agent as a subprocess exactly the way the jail does
 environment like the jail's), but without the jail, and checks the JSON Lines report.
 Tests that need pandas or matplotlib are skipped if Debian's python3-pandas /
 python3-matplotlib are missing. EXECBOX_AGENT=/path/to/agent.py tests another copy.
+
+The warm mode (warm_up() in a zygote, serve() in each forked child) is tested the same way
+without the C++ zygote: a child forked from this process, or from a small zygote script, calls
+serve() on one end of a socketpair and the test plays the host on the other.
 """
 import base64
+import importlib.util
 import json
 import os
+import random
+import select
 import shutil
+import signal
+import socket
+import struct
 import subprocess
+import sys
 import tempfile
 import threading
+import time
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -995,6 +1007,430 @@ class CheckModeTest(AgentTestCase):
         self.assertFinished(run, 0)
         self.assertEqual([(f["rule"], f["line"]) for f in run.one("findings")["findings"]],
                          [("DeprecationWarning", 2)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Warm mode: serve() in a forked child, warm_up() in a zygote.
+
+def load_agent_module():
+    """Imports the agent the way the zygote does: as a module, not as __main__."""
+    spec = importlib.util.spec_from_file_location("execbox_agent", AGENT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["execbox_agent"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def send_request(sock, body, fds):
+    socket.send_fds(sock, [struct.pack("<Q", len(body))], fds)
+    sock.sendall(body)
+
+
+def host_execute(sock, work, code, stdin=b"", filename="<cell>", timeout=30, **extra):
+    """The host's side of one execution: fresh pipes, the request, everything read to EOF."""
+    request = {"mode": "run", "code": code, "filename": filename, "policy": None,
+               "figures": FIGURES, "max_repr_bytes": 1048576, "max_stream_event_bytes": 1048576}
+    request.update(extra)
+    body = json.dumps(request).encode()
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    stderr_r, stderr_w = os.pipe()
+    report_r, report_w = os.pipe()
+    try:
+        send_request(sock, body, [stdin_r, stdout_w, stderr_w, report_w])
+    finally:
+        for fd in (stdin_r, stdout_w, stderr_w, report_w):
+            os.close(fd)
+    os.write(stdin_w, stdin)  # small: fits the pipe
+    os.close(stdin_w)
+    data = {stdout_r: b"", stderr_r: b"", report_r: b""}
+    pending, deadline = set(data), time.monotonic() + timeout
+    try:
+        while pending:
+            ready, _, _ = select.select(list(pending), [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                raise AssertionError("no EOF on the execution's pipes after %s s: %r" % (timeout, data))
+            for fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    data[fd] += chunk
+                else:
+                    pending.discard(fd)
+    finally:
+        for fd in data:
+            os.close(fd)
+    events = [json.loads(line.decode("utf-8")) for line in data[report_r].splitlines()]
+    files = {}
+    for root, _, names in os.walk(work):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, work)] = f.read()
+    return Run(None, data[stdout_r], data[stderr_r], events, files)
+
+
+class ForkedWorker:
+    """A child forked from this process that imports the agent and serves requests, as a
+    zygote's child does once the C++ side has locked it down."""
+
+    def __init__(self, session):
+        self.work = tempfile.mkdtemp(prefix="execbox-warm-")
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The child's own fd 2 (where it reports a broken channel), until a request replaces it.
+        self._stderr_r, stderr_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                parent_end.close()
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                os.dup2(stderr_w, 2)
+                os.chdir(self.work)
+                load_agent_module().serve(child_end.detach(), session)
+            finally:
+                os._exit(99)  # serve() never returns
+        child_end.close()
+        os.close(stderr_w)
+        self.pid, self.sock, self.status = pid, parent_end, None
+
+    def own_stderr(self):
+        """What the child wrote on its own fd 2 (read once it has exited)."""
+        self.wait()
+        chunks = []
+        while True:
+            chunk = os.read(self._stderr_r, 1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    def execute(self, code, **kwargs):
+        return host_execute(self.sock, self.work, code, **kwargs)
+
+    def wait(self, timeout=30):
+        """The child's exit status (as returncode: -N for a signal)."""
+        deadline = time.monotonic() + timeout
+        while self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() > deadline:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                self.status = "killed"
+                raise AssertionError("the worker did not exit within %s s" % timeout)
+            else:
+                time.sleep(0.005)
+        return self.status
+
+    def close(self):
+        self.sock.close()
+        if self.status is None:
+            try:
+                self.wait(10)
+            except AssertionError:
+                pass
+        os.close(self._stderr_r)
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class WarmTestCase(AgentTestCase):
+    def worker(self, session):
+        worker = ForkedWorker(session)
+        self.addCleanup(worker.close)
+        return worker
+
+    def assertEnded(self, run, code):
+        self.assertEqual(run.events[-1], {"type": "exit", "code": code}, run)
+        self.assertEqual(len(run.of_type("exit")), 1, run)
+
+
+class ServeTest(WarmTestCase):
+    def test_one_shot_run(self):
+        worker = self.worker(session=False)
+        run = worker.execute("import signal, sys\nprint('out')\nprint('err', file=sys.stderr)\n"
+                             "name = input()\n"
+                             "(name, __name__, sys.argv, signal.getsignal(signal.SIGINT) is "
+                             "signal.default_int_handler, signal.getsignal(signal.SIGPIPE) == "
+                             "signal.SIG_IGN)", stdin=b"warm\n")
+        self.assertEqual(run.stdout, b"out\n")
+        self.assertEqual(run.stderr, b"err\n")
+        self.assertEqual(run.streams(), [("stdout", "out\n"), ("stderr", "err\n")])
+        self.assertEqual(run.one("result")["data"]["text/plain"],
+                         "('warm', '__main__', ['<cell>'], True, True)")
+        self.assertEnded(run, 0)
+        self.assertEqual(worker.wait(), 0)
+
+    def test_one_shot_exit_code_and_error(self):
+        worker = self.worker(session=False)
+        run = worker.execute("import sys\nsys.exit(3)")
+        self.assertEnded(run, 3)
+        self.assertEqual(worker.wait(), 3)
+        worker = self.worker(session=False)
+        run = worker.execute("def f():\n    raise ValueError('v')\nf()", filename="job.py")
+        self.assertIn('  File "job.py", line 2, in f', run.error["traceback"])
+        self.assertNoAgentFrames(run.error["traceback"])
+        self.assertEnded(run, 1)
+        self.assertEqual(worker.wait(), 1)
+
+    def test_one_shot_runs_exit_handlers(self):
+        worker = self.worker(session=False)
+        run = worker.execute("import atexit, threading, time\natexit.register(print, 'atexit')\n"
+                             "threading.Thread(target=lambda: (time.sleep(0.1), print('thread')))"
+                             ".start()\nprint('main')")
+        self.assertEqual(run.stdout, b"main\nthread\natexit\n")
+        self.assertEnded(run, 0)
+
+    def test_input_files_are_written_and_read(self):
+        worker = self.worker(session=False)
+        inputs = [{"name": "data/sub/table.csv", "content_base64": base64.b64encode(b"a,b\n1,2\n").decode()},
+                  {"name": "./top.bin", "content_base64": base64.b64encode(b"\x00\xff").decode()}]
+        run = worker.execute("import os, stat\n"
+                             "(open('data/sub/table.csv').read(), open('top.bin', 'rb').read(), "
+                             "oct(stat.S_IMODE(os.stat('top.bin').st_mode)))", inputs=inputs)
+        self.assertEqual(run.one("result")["data"]["text/plain"], "('a,b\\n1,2\\n', b'\\x00\\xff', '0o644')")
+        self.assertEnded(run, 0)
+        self.assertEqual(run.work["data/sub/table.csv"], b"a,b\n1,2\n")
+
+    def test_input_names_outside_the_work_dir_are_refused(self):
+        for name in ("../escape.txt", "/tmp/absolute.txt", "a/../../b"):
+            with self.subTest(name=name):
+                worker = self.worker(session=False)
+                run = worker.execute("print('ran')", inputs=[{"name": name, "content_base64": ""}])
+                self.assertEqual(run.error["phase"], "internal")
+                self.assertIn("not a relative path", run.error["evalue"])
+                self.assertEqual(run.stdout, b"")
+                self.assertEnded(run, 70)
+                self.assertEqual(worker.wait(), 70)
+                self.assertFalse(os.path.exists(os.path.join(os.path.dirname(worker.work), "escape.txt")))
+
+    def test_session_keeps_globals_imports_and_sources(self):
+        worker = self.worker(session=True)
+        first = worker.execute("import json\nx = 41\n\ndef f():\n    return 1 / 0\n"
+                               "import atexit\natexit.register(print, 'atexit')\nprint('one')\n"
+                               "import sys\nmain = sys.modules['__main__']")
+        self.assertEqual(first.stdout, b"one\n")  # no atexit handler at the end of an execution
+        self.assertEnded(first, 0)
+        second = worker.execute("print('two')\ndisplay('shown')\ndisplay('x' * 500)\n"
+                                "(x + 1, json.dumps([1]), sys.modules['__main__'] is main)",
+                                max_repr_bytes=200)
+        self.assertEqual(second.stdout, b"two\n")  # only this execution's output
+        shown = [e["data"]["text/plain"] for e in second.of_type("display")]
+        self.assertEqual(shown[0], "'shown'")
+        self.assertIn("truncated", shown[1])  # display() works with this execution's limits
+        self.assertEqual(second.one("result")["data"]["text/plain"], "(42, '[1]', True)")
+        self.assertEnded(second, 0)
+        third = worker.execute("y = 2\nf()")
+        error = third.error
+        self.assertEqual(error["ename"], "ZeroDivisionError")
+        # This execution runs as <cell-3>: <cell> is the first one's, whose line shows.
+        tb = error["traceback"]
+        self.assertEqual(tb[1:3], ['  File "<cell-3>", line 2, in <module>', "    f()"])
+        self.assertIn('  File "<cell>", line 5, in f', tb)
+        self.assertIn("    return 1 / 0", tb)
+        self.assertEqual(error["line"], 2)
+        self.assertNoAgentFrames(tb)
+        self.assertEnded(third, 1)
+        fourth = worker.execute("y", filename="job.py")
+        self.assertEqual(fourth.one("result")["data"]["text/plain"], "2")
+        worker.sock.close()
+        self.assertEqual(worker.wait(), 0)
+
+    def test_session_stdin_is_fresh_for_each_execution(self):
+        worker = self.worker(session=True)
+        run = worker.execute("input()", stdin=b"a\nb\n")
+        self.assertEqual(run.one("result")["data"]["text/plain"], "'a'")
+        run = worker.execute("(input(), input())", stdin=b"c\n")
+        self.assertEqual(run.error["ename"], "EOFError")  # not 'b' left over from before
+        self.assertEnded(run, 1)
+
+    def test_system_exit_does_not_end_a_session(self):
+        worker = self.worker(session=True)
+        run = worker.execute("y = 5\nimport sys\nsys.exit(4)\nprint('not reached')")
+        self.assertEqual(run.of_type("error"), [])
+        self.assertEqual(run.stdout, b"")
+        self.assertEnded(run, 4)
+        run = worker.execute("exit()")  # closes sys.stdin, which the next execution replaces
+        self.assertEnded(run, 0)
+        run = worker.execute("x = = 1", mode="check")
+        self.assertEqual(run.error["phase"], "compile")
+        self.assertEnded(run, 1)
+        run = worker.execute("y * 2")
+        self.assertEqual(run.one("result")["data"]["text/plain"], "10")
+        self.assertEnded(run, 0)
+        worker.sock.close()
+        self.assertEqual(worker.wait(), 0)
+
+    def test_forked_children_get_their_own_random_numbers(self):
+        random.seed(1)
+        first, second = self.worker(session=False), self.worker(session=False)
+        numbers = [w.execute("import random\nrandom.random()").one("result")["data"]["text/plain"]
+                   for w in (first, second)]
+        self.assertNotEqual(numbers[0], numbers[1])
+
+    def test_eof_on_the_channel_ends_the_child(self):
+        worker = self.worker(session=True)
+        worker.sock.close()
+        self.assertEqual(worker.wait(), 0)
+        self.assertEqual(worker.own_stderr(), b"")
+
+    def test_bad_header_ends_the_child(self):
+        worker = self.worker(session=True)
+        worker.sock.sendall(struct.pack("<Q", 2) + b"{}")  # no fds
+        self.assertEqual(worker.wait(), 70)
+        self.assertEqual(worker.own_stderr(),
+                         b"execbox agent: a request header carries 0 file descriptors, not 4\n")
+        worker = self.worker(session=True)
+        worker.sock.sendall(b"\x01\x02\x03")  # EOF inside the header
+        worker.sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(worker.wait(), 70)
+        self.assertIn(b"closed inside a request header", worker.own_stderr())
+        worker = self.worker(session=False)
+        fds = [os.open(os.devnull, os.O_RDWR) for _ in range(5)]
+        send_request(worker.sock, b"{}", fds)  # one fd too many
+        for fd in fds:
+            os.close(fd)
+        self.assertEqual(worker.wait(), 70)
+        self.assertIn(b"carries 5 file descriptors, not 4", worker.own_stderr())
+
+    def test_bad_json_body_ends_the_child(self):
+        worker = self.worker(session=True)
+        run = worker.execute("x = 1")
+        self.assertEnded(run, 0)
+        stderr_r, stderr_w = os.pipe()
+        report_r, report_w = os.pipe()
+        stdin_r, stdout_w = os.open(os.devnull, os.O_RDONLY), os.open(os.devnull, os.O_WRONLY)
+        send_request(worker.sock, b"{not json", [stdin_r, stdout_w, stderr_w, report_w])
+        for fd in (stdin_r, stdout_w, stderr_w, report_w):
+            os.close(fd)
+        self.assertEqual(worker.wait(), 70)
+        with os.fdopen(stderr_r, "rb") as f:
+            self.assertIn(b"not JSON", f.read())
+        with os.fdopen(report_r, "rb") as f:
+            events = [json.loads(line) for line in f.read().splitlines()]
+        self.assertEqual(events[0]["phase"], "internal")
+        self.assertEqual(events[-1], {"type": "exit", "code": 70})
+
+
+# A zygote in a subprocess: imports the agent, warm_up(preload), seeds the PRNGs the same for
+# every child, reports, forks one serving child per fd given, and reports their statuses.
+ZYGOTE = r"""
+import gc, importlib.util, json, os, random, sys
+spec = importlib.util.spec_from_file_location("execbox_agent", sys.argv[1])
+agent = importlib.util.module_from_spec(spec)
+sys.modules["execbox_agent"] = agent
+spec.loader.exec_module(agent)
+preload, session, fds = json.loads(sys.argv[2]), sys.argv[3] == "1", [int(a) for a in sys.argv[4:]]
+failures = agent.warm_up(preload)
+random.seed(1)
+if "numpy" in sys.modules:
+    sys.modules["numpy"].random.seed(1)
+print(json.dumps({"failures": failures, "freeze_count": gc.get_freeze_count(),
+                  "threads": len(os.listdir("/proc/self/task")), "path": sys.path,
+                  "modules": sorted(sys.modules)}), flush=True)
+children = []
+for fd in fds:
+    pid = os.fork()
+    if pid == 0:
+        for other in fds:
+            if other != fd:
+                os.close(other)
+        agent.serve(fd, session)
+    children.append(pid)
+for fd in fds:
+    os.close(fd)
+print(json.dumps([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]), flush=True)
+"""
+
+
+class Zygote:
+    def __init__(self, preload, children=0, session=False):
+        self.work = tempfile.mkdtemp(prefix="execbox-zygote-")
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for _ in range(children)]
+        child_fds = [b.fileno() for _, b in pairs]
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+               "HOME": self.work, "MPLBACKEND": "Agg", "MPLCONFIGDIR": _shared["config"],
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen(
+            [PYTHON, "-I", "-S", "-B", "-u", "-c", ZYGOTE, AGENT, json.dumps(preload),
+             "1" if session else "0"] + [str(fd) for fd in child_fds],
+            cwd=self.work, env=env, stdout=subprocess.PIPE, pass_fds=child_fds)
+        for _, b in pairs:
+            b.close()
+        self.socks = [a for a, _ in pairs]
+        line = self.proc.stdout.readline()
+        if not line:
+            self.close()
+            raise AssertionError("the zygote failed")
+        self.status = json.loads(line)
+
+    def execute(self, child, code, **kwargs):
+        return host_execute(self.socks[child], self.work, code, **kwargs)
+
+    def finish(self, timeout=60):
+        """Closes the channels; returns the children's exit statuses."""
+        for sock in self.socks:
+            sock.close()
+        out, _ = self.proc.communicate(timeout=timeout)
+        return json.loads(out)
+
+    def close(self):
+        for sock in self.socks:
+            sock.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+        self.proc.stdout.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+class WarmUpTest(WarmTestCase):
+    def zygote(self, preload, children=0, session=False):
+        zygote = Zygote(preload, children, session)
+        self.addCleanup(zygote.close)
+        return zygote
+
+    def test_failed_import_is_reported_and_skipped(self):
+        status = self.zygote(["json", "no_such_module_xyz"]).status
+        self.assertEqual(len(status["failures"]), 1, status["failures"])
+        self.assertTrue(status["failures"][0].startswith(
+            "no_such_module_xyz: ModuleNotFoundError: "), status["failures"])
+        self.assertGreater(status["freeze_count"], 0)
+        self.assertEqual(status["threads"], 1)
+        self.assertIn("/usr/lib/python3/dist-packages", status["path"])
+        self.assertNotIn("", status["path"])
+        for module in ("json", "warnings", "gc", "atexit", "weakref", "fcntl", "_socket", "ast"):
+            self.assertIn(module, status["modules"])
+        self.assertNotIn("matplotlib", status["modules"])
+
+    @unittest.skipUnless(HAVE_NUMPY, "python3-numpy is not installed")
+    def test_children_reseed_numpy_and_random(self):
+        zygote = self.zygote(["numpy"], children=2)
+        self.assertEqual(zygote.status["failures"], [])
+        code = "import random\nimport numpy as np\n(random.random(), float(np.random.random()))"
+        results = [zygote.execute(i, code).one("result")["data"]["text/plain"] for i in (0, 1)]
+        self.assertNotEqual(results[0], results[1])
+        first, second = (eval(r) for r in results)
+        self.assertNotEqual(first[0], second[0])
+        self.assertNotEqual(first[1], second[1])
+        self.assertEqual(zygote.finish(), [0, 0])
+
+    @unittest.skipUnless(HAVE_MATPLOTLIB, "python3-matplotlib is not installed")
+    def test_preloaded_pyplot_in_a_session(self):
+        zygote = self.zygote(["numpy", "matplotlib"], children=1, session=True)
+        self.assertEqual(zygote.status["failures"], [])
+        self.assertIn("matplotlib.pyplot", zygote.status["modules"])
+        run = zygote.execute(0, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n"
+                             "plt.figure()\nplt.plot([3, 1])")
+        shown = run.of_type("display")
+        self.assertEqual(len(shown), 2, run)  # show() and the figure left open
+        for event in shown:
+            png_size(base64.b64decode(event["data"]["image/png"]))
+        self.assertEnded(run, 0)
+        run = zygote.execute(0, "plt.plot([2, 2])\nplt.show()\nlen(plt.get_fignums())")
+        self.assertEqual(len(run.of_type("display")), 1, run)  # this execution's report
+        self.assertEqual(run.one("result")["data"]["text/plain"], "0")
+        self.assertEqual(zygote.finish(), [0])
 
 
 if __name__ == "__main__":

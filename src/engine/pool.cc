@@ -1,0 +1,168 @@
+#include "engine/pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace execbox::engine {
+namespace {
+
+// Worker failures in a row before a worker is replaced rather than retried.
+constexpr uint32_t kMaxWorkerFailures = 3;
+
+Expected<std::unique_ptr<jail::Zygote>> StartWorker(const PoolOptions& o) {
+  auto policy = runtime::MakeWorkerPolicy(o.worker);
+  if (!policy) return std::unexpected(policy.error());
+  return jail::Zygote::Start(*policy, o.worker_start_timeout);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Pool>> Pool::Start(const PoolOptions& options) {
+  std::unique_ptr<Pool> pool(new Pool(options));
+  PoolOptions& o = pool->options_;
+  if (o.workers == 0) {
+    long cores = ::sysconf(_SC_NPROCESSORS_ONLN);
+    o.workers = static_cast<size_t>(std::max(1L, cores / 2));
+  }
+  if (auto s = jail::ValidateLimits(o.limits); !s) return std::unexpected(s.error());
+  auto first = StartWorker(o);
+  if (!first) return std::unexpected(Context("starting a warm worker", first.error()));
+  auto w = std::make_shared<Worker>();
+  w->zygote = std::move(*first);
+  pool->workers_.push_back(std::move(w));
+  pool->workers_.resize(o.workers);
+  pool->stats_.workers_started = 1;
+  pool->refill_ = std::thread([p = pool.get()] { p->Refill(); });
+  return pool;
+}
+
+Pool::~Pool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (refill_.joinable()) refill_.join();
+  workers_.clear();  // children first (each Worker's deque), then the zygote's jail
+}
+
+bool Pool::Matches(const jail::Limits& l) const {
+  const jail::Limits& d = options_.limits;
+  return l.work_dir_bytes == d.work_dir_bytes && l.tmp_bytes == d.tmp_bytes && l.shm_bytes == d.shm_bytes &&
+         l.inodes == d.inodes && l.open_files == d.open_files;
+}
+
+jail::WarmChildOptions Pool::ChildOptions(const jail::Limits& limits, bool session) const {
+  return {.limits = limits, .collect = options_.collect, .session = session};
+}
+
+jail::Zygote* Pool::PickWorker() {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    auto& w = workers_[(next_ + i) % workers_.size()];
+    if (w && w->zygote) {
+      next_ = (next_ + i + 1) % workers_.size();
+      return w->zygote.get();
+    }
+  }
+  return nullptr;
+}
+
+Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session) {
+  std::shared_ptr<Worker> from;
+  {
+    std::lock_guard lock(mu_);
+    if (!session && Matches(limits)) {
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        auto& w = workers_[(next_ + i) % workers_.size()];
+        while (w && !w->prepared.empty()) {
+          auto child = std::move(w->prepared.front());
+          w->prepared.pop_front();
+          if (!child->alive()) continue;
+          next_ = (next_ + i + 1) % workers_.size();
+          wake_.notify_all();
+          return child;
+        }
+      }
+    }
+    ++stats_.spawned_on_demand;
+    for (size_t i = 0; i < workers_.size() && !from; ++i) {
+      auto& w = workers_[(next_ + i) % workers_.size()];
+      if (w && w->zygote) from = w;
+    }
+    if (from) next_ = (next_ + 1) % workers_.size();
+  }
+  wake_.notify_all();
+  if (!from) return Fail("no warm worker is alive (they are being restarted)");
+  auto child = from->zygote->Spawn(ChildOptions(limits, session));
+  if (!child) {
+    std::lock_guard lock(mu_);
+    ++from->failures;
+  }
+  return child;
+}
+
+PoolStats Pool::Stats() {
+  std::lock_guard lock(mu_);
+  PoolStats s = stats_;
+  for (auto& w : workers_) {
+    if (!w || !w->zygote) continue;
+    ++s.warm_workers;
+    s.prepared += w->prepared.size();
+  }
+  return s;
+}
+
+void Pool::Refill() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    bool worked = false;
+    for (size_t i = 0; i < workers_.size() && !stopping_; ++i) {
+      std::shared_ptr<Worker> w = workers_[i];
+      bool dead = !w || !w->zygote || w->failures >= kMaxWorkerFailures;
+      if (!dead) {
+        lock.unlock();
+        dead = !w->zygote->Alive();
+        lock.lock();
+      }
+      if (dead) {
+        // Replace it. Its prepared children die with its jail.
+        bool replacing = w != nullptr;
+        workers_[i].reset();
+        lock.unlock();
+        w.reset();
+        auto z = StartWorker(options_);
+        lock.lock();
+        if (!z) {
+          std::fprintf(stderr, "execbox: warm worker failed to start: %s\n", z.error().message.c_str());
+          wake_.wait_for(lock, std::chrono::seconds(2));
+          continue;
+        }
+        auto fresh = std::make_shared<Worker>();
+        fresh->zygote = std::move(*z);
+        workers_[i] = fresh;
+        ++stats_.workers_started;
+        if (replacing) ++stats_.workers_replaced;
+        worked = true;
+        continue;
+      }
+      std::erase_if(w->prepared, [](const auto& c) { return !c->alive(); });
+      if (w->prepared.size() >= options_.prepared_per_worker) continue;
+      lock.unlock();
+      auto child = w->zygote->Spawn(ChildOptions(options_.limits, false));
+      lock.lock();
+      if (child) {
+        w->prepared.push_back(std::move(*child));
+        w->failures = 0;
+        worked = true;
+      } else {
+        ++w->failures;
+        std::fprintf(stderr, "execbox: warm child failed: %s\n", child.error().message.c_str());
+      }
+    }
+    if (!worked) wake_.wait_for(lock, std::chrono::milliseconds(500));
+  }
+}
+
+}  // namespace execbox::engine

@@ -1,0 +1,248 @@
+#include "engine/sessions.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace execbox::engine {
+namespace {
+
+std::string NewSessionId() {
+  unsigned char bytes[16];
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
+  if (fd >= 0) ::close(fd);
+  if (!ok) {
+    // Not secret material: ids are names, access control is the API key's job.
+    static uint64_t counter = 0;
+    std::snprintf(reinterpret_cast<char*>(bytes), sizeof bytes, "%015llu", static_cast<unsigned long long>(++counter));
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string id = "s_";
+  for (unsigned char b : bytes) {
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
+}
+
+const char* LostReason(const Result& r) {
+  switch (r.status) {
+    case Status::kTimeout:
+      return "timeout";
+    case Status::kMemoryLimit:
+      return "memory_limit";
+    case Status::kOutputLimit:
+      return "output_limit";
+    case Status::kKilled:
+      return "killed";
+    default:
+      return "exited";  // os._exit(), a crash of the interpreter, ...
+  }
+}
+
+SessionFailure Failed(std::string message) { return {SessionError::kFailed, std::move(message)}; }
+SessionFailure NotFound(const std::string& id) { return {SessionError::kNotFound, "no session " + id}; }
+
+}  // namespace
+
+struct Sessions::Session {
+  std::string id;
+  std::mutex run_mu;  // one execution at a time, in order of arrival
+  std::unique_ptr<jail::WarmChild> child;
+  jail::Limits limits;  // what the child was made with
+  uint64_t generation = 0;
+  uint64_t executions = 0;
+  bool next_reply_lost = false;  // the state was lost; say so in the next reply too
+  std::string lost_reason;
+  std::chrono::system_clock::time_point created, last_used;
+  bool closed = false;
+};
+
+Sessions::Sessions(Pool& pool, SessionOptions options) : pool_(pool), options_(options) {
+  sweeper_ = std::thread([this] {
+    std::unique_lock lock(mu_);
+    while (!stopping_) {
+      wake_.wait_for(lock, std::chrono::seconds(5));
+      if (stopping_) break;
+      lock.unlock();
+      SweepIdle();
+      lock.lock();
+    }
+  });
+}
+
+Sessions::~Sessions() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  std::map<std::string, std::shared_ptr<Session>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(sessions_);
+  }
+  for (auto& [id, s] : all) {
+    std::lock_guard run(s->run_mu);
+    s->child.reset();
+  }
+}
+
+std::shared_ptr<Sessions::Session> Sessions::Find(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second;
+}
+
+SessionInfo Sessions::InfoOf(Session& s) {
+  SessionInfo info{.id = s.id,
+                   .generation = s.generation,
+                   .executions = s.executions,
+                   .preserved = !s.next_reply_lost,
+                   .lost_reason = s.lost_reason,
+                   .created = s.created,
+                   .last_used = s.last_used};
+  if (s.child) {
+    auto m = s.child->ReadMemory();
+    info.private_bytes = m.private_bytes;
+    info.pss_bytes = m.pss_bytes;
+  }
+  return info;
+}
+
+SessionExpected<SessionInfo> Sessions::Create() {
+  auto s = std::make_shared<Session>();
+  s->id = NewSessionId();
+  s->created = s->last_used = std::chrono::system_clock::now();
+  s->limits = pool_.options().limits;
+  {
+    std::lock_guard lock(mu_);
+    if (sessions_.size() >= options_.max_sessions) {
+      return std::unexpected(SessionFailure{
+          SessionError::kFull, "the maximum of " + std::to_string(options_.max_sessions) +
+                                   " sessions is reached; delete one (or wait for an idle one to expire)"});
+    }
+    sessions_[s->id] = s;  // reserves the slot while the child is made
+  }
+  auto child = pool_.Acquire(s->limits, true);
+  if (!child) {
+    std::lock_guard lock(mu_);
+    sessions_.erase(s->id);
+    return std::unexpected(Failed("could not start the session: " + child.error().message));
+  }
+  std::lock_guard run(s->run_mu);
+  s->child = std::move(*child);
+  return InfoOf(*s);
+}
+
+SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::PythonProgram& program,
+                                          const ExecuteOptions& options) {
+  auto s = Find(id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  if (!s->child || !s->child->alive()) {
+    // Restart empty; the reply below says the state is gone (next_reply_lost is already set).
+    auto child = pool_.Acquire(s->limits, true);
+    if (!child) return std::unexpected(Failed("could not restart the session: " + child.error().message));
+    s->child = std::move(*child);
+  }
+  auto request = runtime::MakeRequest(program, true);
+  if (!request) return std::unexpected(Failed(request.error().message));
+  jail::RunHooks hooks{.on_output = options.on_output};
+  auto outcome = s->child->Execute(*request, program.stdin_data, program.limits, hooks);
+  s->last_used = std::chrono::system_clock::now();
+  ++s->executions;
+  if (!outcome) {
+    s->child.reset();
+    s->next_reply_lost = true;
+    s->lost_reason = "internal_error";
+    ++s->generation;
+    return std::unexpected(Failed(outcome.error().message));
+  }
+  Result r = AssembleResult(program, program.limits, *outcome);
+  r.engine = "session";
+  r.session = SessionState{.id = s->id, .generation = s->generation, .preserved = !s->next_reply_lost,
+                           .lost_reason = s->lost_reason};
+  if (s->child->alive()) {
+    s->next_reply_lost = false;  // said once: from here on the new state is kept
+    s->lost_reason.clear();
+  } else {
+    s->child.reset();
+    s->lost_reason = LostReason(r);
+    r.session->preserved = false;
+    r.session->lost_reason = s->lost_reason;
+    s->next_reply_lost = true;
+    ++s->generation;
+  }
+  return r;
+}
+
+SessionExpected<SessionInfo> Sessions::Info(const std::string& id) {
+  auto s = Find(id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  return InfoOf(*s);
+}
+
+std::vector<SessionInfo> Sessions::List() {
+  std::vector<std::shared_ptr<Session>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : sessions_) all.push_back(s);
+  }
+  std::vector<SessionInfo> out;
+  for (auto& s : all) {
+    std::lock_guard run(s->run_mu);
+    out.push_back(InfoOf(*s));
+  }
+  return out;
+}
+
+SessionExpected<SessionInfo> Sessions::Fork(const std::string& id) {
+  if (!Find(id)) return std::unexpected(NotFound(id));
+  return std::unexpected(Failed(
+      "session fork is not available: a forked copy of a locked-down session process keeps the "
+      "original's seccomp filter and has no capabilities, so it cannot be given its own mount, pid and "
+      "network namespaces, and would share the original's work dir"));
+}
+
+SessionExpected<void> Sessions::Delete(const std::string& id) {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return std::unexpected(NotFound(id));
+    s = it->second;
+    sessions_.erase(it);
+  }
+  std::lock_guard run(s->run_mu);  // waits for a running execution to finish
+  s->closed = true;
+  s->child.reset();  // kills the tree, removes the cgroup and with it every mount
+  return {};
+}
+
+size_t Sessions::size() {
+  std::lock_guard lock(mu_);
+  return sessions_.size();
+}
+
+size_t Sessions::SweepIdle() {
+  auto now = std::chrono::system_clock::now();
+  std::vector<std::string> idle;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : sessions_) {
+      std::unique_lock run(s->run_mu, std::try_to_lock);
+      if (run.owns_lock() && now - s->last_used > options_.idle_ttl) idle.push_back(id);
+    }
+  }
+  size_t closed = 0;
+  for (const auto& id : idle) closed += Delete(id).has_value() ? 1 : 0;
+  return closed;
+}
+
+}  // namespace execbox::engine

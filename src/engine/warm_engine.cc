@@ -1,0 +1,38 @@
+#include "engine/warm_engine.h"
+
+namespace execbox::engine {
+
+Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  if (!options.warm) return e;
+  auto pool = Pool::Start(options.pool);
+  if (!pool) return std::unexpected(pool.error());
+  e->pool_ = std::move(*pool);
+  e->sessions_ = std::make_unique<Sessions>(*e->pool_, options.sessions);
+  return e;
+}
+
+Engine::~Engine() {
+  sessions_.reset();  // their children live in the pool's workers
+  pool_.reset();
+}
+
+Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const ExecuteOptions& options) {
+  if (!pool_) return engine::Execute(program, options);
+  auto request = runtime::MakeRequest(program, true);
+  if (!request) return std::unexpected(request.error());
+  auto child = pool_->Acquire(program.limits, false);
+  if (!child) return engine::Execute(program, options);  // no warm worker: the cold path still serves
+  jail::RunHooks hooks{.on_output = options.on_output};
+  auto outcome = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
+  if (!outcome) return std::unexpected(outcome.error());
+  Result r = AssembleResult(program, program.limits, *outcome);
+  r.engine = "warm";
+  if (!program.collect_files || program.mode != runtime::Mode::kRun) {
+    r.files.clear();
+    r.skipped_files.clear();
+  }
+  return r;
+}
+
+}  // namespace execbox::engine

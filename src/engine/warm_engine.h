@@ -1,0 +1,39 @@
+// The Engine every front end shares: the warm pool (or the cold path) and the sessions.
+#pragma once
+
+#include <memory>
+
+#include "engine/engine.h"
+#include "engine/pool.h"
+#include "engine/sessions.h"
+
+namespace execbox::engine {
+
+struct EngineOptions {
+  bool warm = true;  // false (--no-pool): every execution gets a cold jail; no sessions
+  PoolOptions pool;
+  SessionOptions sessions;
+};
+
+class Engine {
+ public:
+  // With warm set, starts the pool and waits for the first warm worker.
+  static Expected<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
+
+  // One stateless execution: a prepared warm child when the pool has one (or can fork one),
+  // the cold jail otherwise. Errors only for a bad request, as engine::Execute.
+  Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options = {});
+
+  bool warm() const { return pool_ != nullptr; }
+  Pool* pool() { return pool_.get(); }
+  // Null when the engine is cold (sessions need warm workers).
+  Sessions* sessions() { return sessions_.get(); }
+
+ private:
+  Engine() = default;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Sessions> sessions_;  // declared after the pool: destroyed first
+};
+
+}  // namespace execbox::engine

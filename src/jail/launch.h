@@ -1,0 +1,119 @@
+// Internal to the jail layer: starting a jail's init (shared by one-shot runs and long-lived
+// zygote workers) and watching a live execution (shared by cold runs and warm children).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/unique_fd.h"
+#include "jail/cgroup.h"
+#include "jail/sandbox.h"
+
+namespace execbox::jail {
+
+using Clock = std::chrono::steady_clock;
+
+// The host's ends (and, until the child has them, the child's ends) of one execution's pipes.
+struct Channels {
+  UniqueFd stdin_read, stdin_write, stdout_read, stdout_write, stderr_read, stderr_write;
+  UniqueFd report_read, report_write, control_host, control_child;
+};
+
+// Pipes for stdin/stdout/stderr and, if asked, the report; `control` adds the socketpair.
+// `report_socket` makes the report channel a SOCK_SEQPACKET socketpair (a zygote's commands).
+Expected<Channels> MakeChannels(bool report, bool report_socket, bool control);
+
+
+// A jail whose init is running with the code started (or starting).
+struct Launched {
+  pid_t init = -1;
+  std::unique_ptr<Cgroup> cgroup;
+  Channels ch;
+  Layers layers;
+  Enforcement enforcement;
+  Clock::time_point started;
+  // Kills and reaps the init if still owned.
+  ~Launched();
+  Launched() = default;
+  Launched(Launched&&) noexcept;
+  Launched& operator=(Launched&&) = delete;
+};
+
+// Starts the code: kGo, the input files, kInputsDone.
+Status SendInputs(int fd, const Policy& policy);
+
+// Validates the policy, makes the cgroup, clones the init, maps ids and sends the inputs.
+Expected<Launched> Launch(const Policy& policy);
+
+// What the supervisor watches while an execution is live.
+struct WatchSpec {
+  const Limits* limits = nullptr;
+  const std::string* stdin_data = nullptr;
+  uint64_t max_file_bytes = 0;
+  const RunHooks* hooks = nullptr;
+  Cgroup* cgroup = nullptr;
+  std::function<void()> kill_tree;  // SIGKILL the whole tree, now
+  // A session execution ends when the agent closes its report channel; the process lives on.
+  bool end_at_report_eof = false;
+  CgroupUsage base;  // the group's counters when the execution began (sessions reuse a group)
+};
+
+class Watch {
+ public:
+  Watch(const WatchSpec& spec, Channels& ch, Outcome& out);
+  void Loop();
+  std::optional<Ending> stop_reason() const { return stop_reason_; }
+  bool exited() const { return exited_; }
+  int wait_status() const { return wait_status_; }
+  uint64_t tree_cpu_us() const { return tree_cpu_us_; }
+  uint64_t tree_maxrss_kib() const { return tree_maxrss_kib_; }
+  Clock::time_point started_at() const { return started_at_; }
+  Clock::time_point ended_at() const { return ended_at_; }
+  bool setup_failed() const { return setup_failed_; }
+  bool report_done() const { return report_done_; }
+  // After a session execution: asks the keeper for the files changed since its last
+  // collection and reads them (and nothing else) until it says kCollected.
+  void Collect();
+
+ private:
+  void Stop(Ending reason);
+  void ReadOutput(UniqueFd& fd, Stream stream);
+  void ReadReport();
+  void WriteStdin();
+  void ReadControl();
+  void CheckLimits();
+  void Abandon(const char* why);
+  void DrainOutput();
+
+  const WatchSpec& spec_;
+  Channels& ch_;
+  Outcome& out_;
+  size_t stdin_sent_ = 0;
+  bool control_open_ = true;
+  bool exited_ = false;
+  bool setup_failed_ = false;
+  bool report_done_ = false;
+  bool collecting_ = false;
+  int wait_status_ = 0;
+  uint64_t tree_cpu_us_ = 0;
+  uint64_t tree_maxrss_kib_ = 0;
+  std::optional<Ending> stop_reason_;
+  std::optional<Clock::time_point> kill_at_;
+  Clock::time_point started_at_ = Clock::now();
+  Clock::time_point ended_at_{};
+  Clock::time_point deadline_;
+};
+
+// Sets ending/exit_code/signal from what the watch saw.
+void ClassifyEnding(const Limits& limits, const Watch& w, const CgroupUsage& cg, Outcome& out);
+
+bool SendWireHeader(int fd, const void* header, size_t size);
+bool SendBytes(int fd, std::string_view data);
+std::string NextCgroupName();
+
+}  // namespace execbox::jail

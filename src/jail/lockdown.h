@@ -1,0 +1,21 @@
+// The last steps before untrusted code runs in a process: capabilities gone for good. Shared by
+// the cold jail's code process and the warm children a zygote forks. Async-signal-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace execbox::jail {
+
+// Drops every capability from the bounding and ambient sets and locks the securebits so
+// that nothing (setuid, exec of a file with capabilities) can bring one back.
+void DropCapabilities() noexcept;
+
+// Empties the permitted, effective and inheritable sets. Returns 0 or an errno.
+int ClearCapabilitySets() noexcept;
+
+// For a trusted zygote only: keeps exactly the capabilities in `mask` (bit n = capability n)
+// across execve, as ambient capabilities, and drops every other one from the bounding set.
+// Returns 0 or an errno.
+int KeepAmbientCapabilities(uint64_t mask) noexcept;
+
+}  // namespace execbox::jail

@@ -1,0 +1,67 @@
+// Inside a zygote worker (a jail started with Policy::zygote): forks one fully isolated child
+// per execution or session, before any request exists.
+//
+// Each child is two processes. The "keeper" is forked from the zygote, reports itself to the
+// host (which moves it into a cgroup of its own), makes new mount, pid, network, IPC, UTS and
+// cgroup namespaces, mounts a fresh work dir, /tmp and /dev/shm, and forks the code's process:
+// pid 1 of the new pid namespace, so when it ends the kernel kills everything it started. That
+// process mounts its own /proc, drops every capability, sets no_new_privs, Landlock and seccomp,
+// writes one ready byte on its channel and only then returns to the caller (the worker's
+// Python) to wait for code. The keeper stays outside the sandbox's pid namespace: it stops the
+// tree when the host says so and sends the work dir's files back, as the cold jail's init does.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "jail/landlock.h"
+#include "jail/seccomp_filter.h"
+
+namespace execbox::jail {
+
+inline constexpr uint32_t kWarmSpawnMagic = 0x65785731;  // "exW1"
+
+// What the host asks of one child: sent over the zygote's command socket with two
+// descriptors attached (the keeper's control socket and the code's channel).
+struct WarmChildSpec {
+  uint32_t magic = kWarmSpawnMagic;
+  uint32_t session = 0;  // 1: the code's process serves many executions
+  uint64_t work_dir_bytes = 0;
+  uint64_t tmp_bytes = 0;
+  uint64_t shm_bytes = 0;
+  uint64_t inodes = 0;
+  uint64_t open_files = 0;
+  uint32_t max_files = 0;
+  uint32_t collect = 0;  // 1: send the work dir's files when the code's process ends
+  uint64_t max_file_bytes = 0;
+};
+
+// Sent once by the zygote when it is warm (or could not become so).
+struct ZygoteReady {
+  uint32_t magic = kWarmSpawnMagic;
+  uint32_t ok = 0;
+  char message[2048] = {};  // preload failures, or why the zygote cannot serve
+};
+
+// Built once in the zygote.
+struct ZygoteSetup {
+  const SeccompProgram* seccomp = nullptr;
+  LandlockPlan landlock;
+  uid_t uid = 1000;
+  gid_t gid = 1000;
+  const char* work_dir = "/work";
+  // Around each fork of a process that goes on to run the interpreter (PyOS_BeforeFork and
+  // friends); may be null.
+  void (*before_fork)() = nullptr;
+  void (*after_fork_parent)() = nullptr;
+  void (*after_fork_child)() = nullptr;
+  // Runs in the locked-down code process with its channel as fd 3; must not return.
+  void (*run_code)(int channel, bool session) = nullptr;
+};
+
+// The zygote's loop: sends `ready`, then forks a child for every command until the host
+// closes the command socket (then exits 0). Never returns.
+[[noreturn]] void ServeZygote(int command_fd, const ZygoteReady& ready, const ZygoteSetup& setup);
+
+}  // namespace execbox::jail

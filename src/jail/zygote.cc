@@ -1,0 +1,412 @@
+// Host side of warm execution. The zygote's jail is started like any other (Launch); each
+// child is asked for over the zygote's command socket, moved into its own cgroup as soon as
+// its keeper says hello, and watched per execution with the same Watch as a cold run.
+#include "jail/zygote.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+
+#include "base/io.h"
+#include "jail/launch.h"
+#include "jail/warm_child.h"
+#include "jail/wire.h"
+
+namespace execbox::jail {
+namespace {
+
+constexpr auto kSpawnTimeout = std::chrono::seconds(20);
+constexpr size_t kLogKeep = 8192;
+
+// Waits until `fd` is readable; false on timeout.
+bool WaitReadable(int fd, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLIN, .revents = 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+// Reads one control header and, when the sender's credentials came with it, its pid.
+bool ReadHeaderWithPid(int fd, wire::Header& h, pid_t& pid) {
+  char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+  struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  if (n != static_cast<ssize_t>(sizeof h)) return false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+      struct ucred cred {};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      pid = cred.pid;
+    }
+  }
+  return true;
+}
+
+Expected<std::pair<UniqueFd, UniqueFd>> StreamPair() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return FailErrno("socketpair");
+  return std::pair{UniqueFd(sv[0]), UniqueFd(sv[1])};
+}
+
+bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t nfds) {
+  char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
+  struct iovec iov = {.iov_base = const_cast<void*>(data), .iov_len = size};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == static_cast<ssize_t>(size);
+}
+
+std::string ControlFailure(const wire::Header& h) {
+  wire::Header copy = h;
+  copy.text[sizeof copy.text - 1] = '\0';
+  return std::string("warm child setup failed at '") + copy.text + "': " + std::strerror(static_cast<int>(h.a));
+}
+
+CgroupLimits ChildCgroupLimits(const Limits& l) {
+  // +1: the keeper lives in the group too.
+  return {.memory_bytes = l.memory_bytes, .max_pids = l.max_processes + 1};
+}
+
+}  // namespace
+
+// ---- Zygote ----
+
+Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chrono::milliseconds timeout) {
+  if (!policy.zygote) return Fail("zygote: the policy must be a zygote policy");
+  if (DetectCgroups().tier == CgroupTier::kNone) {
+    return Fail("warm workers need cgroups: per-execution memory and process limits come from them");
+  }
+  auto launched = Launch(policy);
+  if (!launched) return std::unexpected(Context("starting the zygote's jail", launched.error()));
+  std::unique_ptr<Zygote> z(new Zygote());
+  z->launched_ = std::make_unique<Launched>(std::move(*launched));
+  Launched& l = *z->launched_;
+  if (auto s = SendInputs(l.ch.control_host.Get(), policy); !s) {
+    return std::unexpected(Context("starting the zygote", s.error()));
+  }
+  for (UniqueFd* fd : {&l.ch.stdout_read, &l.ch.stderr_read}) ::fcntl(fd->Get(), F_SETFL, O_NONBLOCK);
+  auto stop = MakePipe();
+  if (!stop) return std::unexpected(stop.error());
+  z->log_stop_read_ = std::move(stop->first);
+  z->log_stop_write_ = std::move(stop->second);
+  z->log_thread_ = std::thread([zp = z.get()] { zp->DrainLogs(); });
+
+  // The init reports the exec (or why it failed), then the worker its readiness.
+  const auto deadline = Clock::now() + timeout;
+  int command = l.ch.report_read.Get();
+  int control = l.ch.control_host.Get();
+  for (;;) {
+    struct pollfd p[2] = {{.fd = command, .events = POLLIN, .revents = 0},
+                          {.fd = control, .events = POLLIN, .revents = 0}};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Fail("the zygote did not become warm within the start-up timeout; log: " + z->RecentLog());
+    if (::poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) {
+      return FailErrno("poll");
+    }
+    if (p[1].revents != 0) {
+      wire::Header h{};
+      if (!wire::ReadExact(control, &h, sizeof h)) {
+        return Fail("the zygote's jail ended during start-up; log: " + z->RecentLog());
+      }
+      if (h.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(h));
+      if (h.kind == wire::Kind::kExited) return Fail("the zygote exited during start-up; log: " + z->RecentLog());
+      continue;  // kStarted
+    }
+    if (p[0].revents != 0) {
+      ZygoteReady ready{};
+      ssize_t n = ::recv(command, &ready, sizeof ready, 0);
+      if (n != static_cast<ssize_t>(sizeof ready) || ready.magic != kWarmSpawnMagic) {
+        return Fail("the zygote ended during start-up; log: " + z->RecentLog());
+      }
+      ready.message[sizeof ready.message - 1] = '\0';
+      z->ready_message_ = ready.message;
+      if (ready.ok == 0) return Fail("the zygote cannot serve: " + z->ready_message_);
+      return z;
+    }
+  }
+}
+
+Zygote::~Zygote() {
+  if (launched_) {
+    launched_->ch.report_read.Reset();  // the worker's command socket: it exits on EOF
+    launched_.reset();                  // kills and reaps the init, removes the worker's cgroup
+  }
+  if (log_thread_.joinable()) {
+    (void)!::write(log_stop_write_.Get(), "x", 1);
+    log_thread_.join();
+  }
+}
+
+pid_t Zygote::init_pid() const { return launched_ ? launched_->init : -1; }
+
+void Zygote::DrainLogs() {
+  int out = launched_->ch.stdout_read.Get(), err = launched_->ch.stderr_read.Get();
+  for (;;) {
+    struct pollfd p[3] = {{.fd = out, .events = POLLIN, .revents = 0},
+                          {.fd = err, .events = POLLIN, .revents = 0},
+                          {.fd = log_stop_read_.Get(), .events = POLLIN, .revents = 0}};
+    if (::poll(p, 3, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (p[2].revents != 0) return;
+    bool open = false;
+    for (int i = 0; i < 2; ++i) {
+      if (p[i].fd < 0) continue;
+      open = true;
+      if (p[i].revents == 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(p[i].fd, buf, sizeof buf);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        (i == 0 ? out : err) = -1;
+        continue;
+      }
+      if (n < 0) continue;
+      std::lock_guard lock(log_mu_);
+      log_.append(buf, static_cast<size_t>(n));
+      if (log_.size() > kLogKeep) log_.erase(0, log_.size() - kLogKeep);
+    }
+    if (!open) return;
+  }
+}
+
+std::string Zygote::RecentLog() const {
+  std::lock_guard lock(log_mu_);
+  return log_;
+}
+
+bool Zygote::Alive() {
+  std::lock_guard lock(command_mu_);
+  if (dead_ || !launched_) return false;
+  int status = 0;
+  pid_t p = ::waitpid(launched_->init, &status, WNOHANG | __WALL);
+  if (p == launched_->init) {
+    launched_->init = -1;
+    dead_ = true;
+  }
+  return !dead_;
+}
+
+Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& options) {
+  if (auto s = ValidateLimits(options.limits); !s) return std::unexpected(s.error());
+  auto control = StreamPair();
+  if (!control) return std::unexpected(control.error());
+  auto channel = StreamPair();
+  if (!channel) return std::unexpected(channel.error());
+  int on = 1;
+  if (::setsockopt(control->first.Get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
+    return FailErrno("SO_PASSCRED");
+  }
+  const Limits& l = options.limits;
+  WarmChildSpec spec{.session = options.session ? 1u : 0u,
+                     .work_dir_bytes = l.work_dir_bytes,
+                     .tmp_bytes = l.tmp_bytes,
+                     .shm_bytes = l.shm_bytes,
+                     .inodes = l.inodes,
+                     .open_files = l.open_files,
+                     .max_files = options.collect.max_files,
+                     .collect = options.collect.enabled ? 1u : 0u,
+                     .max_file_bytes = options.collect.max_file_bytes};
+  {
+    std::lock_guard lock(command_mu_);
+    if (dead_ || !launched_) return Fail("the zygote is gone");
+    int fds[2] = {control->second.Get(), channel->second.Get()};
+    if (!SendWithFds(launched_->ch.report_read.Get(), &spec, sizeof spec, fds, 2)) {
+      dead_ = true;
+      return FailErrno("send a spawn command to the zygote");
+    }
+  }
+  control->second.Reset();
+  channel->second.Reset();
+
+  std::unique_ptr<WarmChild> child(new WarmChild());
+  child->options_ = options;
+  child->layers_ = launched_->layers;
+  child->enforcement_ = launched_->enforcement;
+  const auto deadline = Clock::now() + kSpawnTimeout;
+  int ctl = control->first.Get();
+  wire::Header hello{};
+  pid_t keeper = -1;
+  if (!WaitReadable(ctl, deadline) || !ReadHeaderWithPid(ctl, hello, keeper)) {
+    return Fail("the zygote did not fork a child (is it alive?); log: " + RecentLog());
+  }
+  if (hello.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(hello));
+  if (hello.kind != wire::Kind::kHello || keeper <= 0) return Fail("warm child: unexpected first message");
+  child->keeper_ = keeper;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, keeper, 0));
+  if (pidfd < 0) return FailErrno("pidfd_open of the keeper");
+  child->keeper_pidfd_.Reset(pidfd);
+  child->control_ = std::move(control->first);
+  child->channel_ = std::move(channel->first);
+
+  auto cg = Cgroup::Create(NextCgroupName(), ChildCgroupLimits(l));
+  if (!cg) return std::unexpected(Context("warm child cgroup", cg.error()));
+  child->cgroup_ = std::move(*cg);
+  if (auto s = child->cgroup_->AddProcess(keeper); !s) return std::unexpected(s.error());
+  wire::Header go{.kind = wire::Kind::kGo};
+  if (!SendWireHeader(ctl, &go, sizeof go)) return FailErrno("start the warm child");
+
+  // Ready: one byte on the channel. Failure: 'F' and text there, or a setup failure on control.
+  int chan = child->channel_.Get();
+  for (;;) {
+    struct pollfd p[2] = {{.fd = chan, .events = POLLIN, .revents = 0},
+                          {.fd = ctl, .events = POLLIN, .revents = 0}};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Fail("the warm child did not become ready in time");
+    if (::poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) return FailErrno("poll");
+    if (p[0].revents != 0) {
+      char buf[256] = {};
+      ssize_t n = ::recv(chan, buf, sizeof buf - 1, 0);
+      if (n == 1 && buf[0] == 'R') break;
+      if (n > 1 && buf[0] == 'F') return Fail(std::string("warm child setup failed at ") + (buf + 1));
+      return Fail("the warm child ended before it was ready");
+    }
+    if (p[1].revents != 0) {
+      wire::Header h{};
+      if (!wire::ReadExact(ctl, &h, sizeof h)) return Fail("the warm child's keeper ended during setup");
+      if (h.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(h));
+      // kExited: the code's process died; its 'F' text (if any) is on the channel.
+    }
+  }
+  child->alive_ = true;
+  return child;
+}
+
+// ---- WarmChild ----
+
+WarmChild::~WarmChild() {
+  control_.Reset();  // the keeper kills the tree when its control socket closes
+  channel_.Reset();
+  if (keeper_pidfd_.Valid()) {
+    ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
+  }
+  cgroup_.reset();  // kills what is left and removes the group
+}
+
+Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string& stdin_data,
+                                     const Limits& limits, const RunHooks& hooks) {
+  const auto handed_at = Clock::now();
+  if (!alive_) return Fail("this warm child is no longer alive");
+  if (auto s = ValidateLimits(limits); !s) return std::unexpected(s.error());
+  if (!options_.session) alive_ = false;  // one execution only
+  if (limits.memory_bytes != options_.limits.memory_bytes || limits.max_processes != options_.limits.max_processes) {
+    if (auto s = cgroup_->SetLimits(ChildCgroupLimits(limits)); !s) return std::unexpected(s.error());
+    options_.limits.memory_bytes = limits.memory_bytes;
+    options_.limits.max_processes = limits.max_processes;
+  }
+  auto made = MakeChannels(true, false, false);
+  if (!made) return std::unexpected(made.error());
+  Channels& ch = *made;
+  cgroup_->ResetPeak();
+  CgroupUsage base = cgroup_->ReadUsage();
+
+  uint64_t length = request.size();
+  unsigned char header[8];
+  for (int i = 0; i < 8; ++i) header[i] = static_cast<unsigned char>(length >> (8 * i));
+  int fds[4] = {ch.stdin_read.Get(), ch.stdout_write.Get(), ch.stderr_write.Get(), ch.report_write.Get()};
+  if (!SendWithFds(channel_.Get(), header, sizeof header, fds, 4) || !SendBytes(channel_.Get(), request)) {
+    alive_ = false;
+    return FailErrno("hand the request to the warm child");
+  }
+  for (UniqueFd* fd : {&ch.stdin_read, &ch.stdout_write, &ch.stderr_write, &ch.report_write}) fd->Reset();
+  ch.control_host = std::move(control_);
+
+  Outcome out;
+  out.stdout_capture = Capture(limits.output_bytes);
+  out.stderr_capture = Capture(limits.output_bytes);
+  out.layers = layers_;
+  out.enforcement = enforcement_;
+  Cgroup* cgroup = cgroup_.get();
+  int control = ch.control_host.Get();
+  int pidfd = keeper_pidfd_.Get();
+  WatchSpec spec{.limits = &limits,
+                 .stdin_data = &stdin_data,
+                 .max_file_bytes = options_.collect.max_file_bytes,
+                 .hooks = &hooks,
+                 .cgroup = cgroup,
+                 .kill_tree =
+                     [control, pidfd, cgroup] {
+                       ::shutdown(control, SHUT_WR);
+                       ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+                       cgroup->KillAll();
+                     },
+                 .end_at_report_eof = options_.session,
+                 .base = base};
+  Watch watch(spec, ch, out);
+  watch.Loop();
+  if (watch.report_done() && options_.collect.enabled) watch.Collect();
+  control_ = std::move(ch.control_host);
+  if (!watch.report_done() || watch.stop_reason()) alive_ = false;
+
+  CgroupUsage now = cgroup_->ReadUsage();
+  CgroupUsage delta = now;
+  delta.cpu_ns = now.cpu_ns - std::min(now.cpu_ns, base.cpu_ns);
+  delta.oom_kills = now.oom_kills - std::min(now.oom_kills, base.oom_kills);
+  out.usage.setup_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(watch.started_at() - handed_at).count());
+  out.usage.wall_ms = static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(watch.ended_at() - watch.started_at()).count());
+  out.usage.cpu_ms = delta.cpu_ns / 1'000'000;
+  out.usage.peak_memory_bytes = now.peak_memory_bytes;
+  out.usage.pids_peak = now.pids_peak;
+  ClassifyEnding(limits, watch, delta, out);
+  if (!alive_) {
+    // The tree may still be winding down (a stop): make sure nothing of it is left.
+    ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
+    cgroup_->KillAll();
+  }
+  return out;
+}
+
+WarmChild::Memory WarmChild::ReadMemory() const {
+  Memory m;
+  if (!alive_ || !cgroup_) return m;
+  // The code's process is the keeper's only child.
+  auto children = ReadFile("/proc/" + std::to_string(keeper_) + "/task/" + std::to_string(keeper_) + "/children", 4096);
+  if (!children) return m;
+  auto pid = ParseU64(children->substr(0, children->find(' ')));
+  if (!pid) return m;
+  auto rollup = ReadFile("/proc/" + std::to_string(*pid) + "/smaps_rollup", 1 << 16);
+  if (!rollup) return m;
+  auto field = [&](std::string_view key) -> uint64_t {
+    size_t at = rollup->find(std::string(key) + ":");
+    if (at == std::string::npos) return 0;
+    at += key.size() + 1;
+    while (at < rollup->size() && (*rollup)[at] == ' ') ++at;
+    size_t end = rollup->find(' ', at);
+    return ParseU64(rollup->substr(at, end - at)).value_or(0) * 1024;
+  };
+  m.pss_bytes = field("Pss");
+  m.private_bytes = field("Private_Clean") + field("Private_Dirty");
+  return m;
+}
+
+}  // namespace execbox::jail

@@ -1,0 +1,31 @@
+// The warm worker: a jail whose process is execbox-worker (worker_main.cc), an embedded
+// CPython that preloads the scientific stack once and forks an isolated child per execution.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "jail/policy.h"
+
+namespace execbox::runtime {
+
+inline constexpr const char* kWorkerPath = "/opt/execbox/execbox-worker";
+inline constexpr const char* kWorkerConfigPath = "/opt/execbox/worker.json";
+
+struct WorkerOptions {
+  // Imported once in the zygote; every child starts with them loaded.
+  std::vector<std::string> preload = {"numpy", "pandas", "matplotlib", "matplotlib.pyplot", "scipy"};
+  // Empty: execbox-worker next to the running executable (or $EXECBOX_WORKER).
+  std::string worker_binary;
+  // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).
+  uint64_t memory_bytes = 1ull << 30;
+};
+
+// Where execbox-worker is: $EXECBOX_WORKER, else next to /proc/self/exe.
+std::string DefaultWorkerBinary();
+
+// The zygote's jail: like a cold Python jail, running the worker binary with Policy::zygote.
+Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options);
+
+}  // namespace execbox::runtime

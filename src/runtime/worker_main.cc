@@ -1,0 +1,129 @@
+// execbox-worker: the zygote. Runs inside a jail started with Policy::zygote (see worker.h):
+// embeds CPython, imports the agent and preloads the scientific stack once, then forks an
+// isolated child per command (jail/warm_child.h). Every per-child isolation step is C++; the
+// Python side only ever runs in a child that is already locked down.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "jail/landlock.h"
+#include "jail/seccomp_filter.h"
+#include "jail/warm_child.h"
+
+namespace {
+
+constexpr int kCommandFd = 3;
+PyObject* g_agent = nullptr;
+
+void BeforeFork() { PyOS_BeforeFork(); }
+void AfterForkParent() { PyOS_AfterFork_Parent(); }
+void AfterForkChild() { PyOS_AfterFork_Child(); }
+
+// In the locked-down child: the agent serves the channel and ends the process itself.
+void RunCode(int channel, bool session) {
+  PyObject* r = PyObject_CallMethod(g_agent, "serve", "iO", channel, session ? Py_True : Py_False);
+  if (r == nullptr) PyErr_Print();
+  std::fflush(stderr);
+  _exit(70);
+}
+
+[[noreturn]] void Refuse(const std::string& why) {
+  execbox::jail::ZygoteReady ready{};
+  ready.ok = 0;
+  std::snprintf(ready.message, sizeof ready.message, "%s", why.c_str());
+  (void)::send(kCommandFd, &ready, sizeof ready, MSG_NOSIGNAL);
+  std::fprintf(stderr, "execbox-worker: %s\n", why.c_str());
+  _exit(1);
+}
+
+bool InitPython() {
+  PyConfig config;
+  PyConfig_InitIsolatedConfig(&config);
+  config.site_import = 0;  // as `python3 -I -S`: the agent sets sys.path itself
+  config.install_signal_handlers = 0;
+  config.write_bytecode = 0;
+  config.buffered_stdio = 0;
+  config.parse_argv = 0;
+  PyStatus st = PyConfig_SetString(&config, &config.program_name, L"/usr/bin/python3");
+  if (!PyStatus_Exception(st)) st = PyConfig_SetString(&config, &config.executable, L"/usr/bin/python3");
+  if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  return !PyStatus_Exception(st);
+}
+
+// Loads the agent from its source or bytecode file and warms it up; returns preload failures.
+std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload) {
+  PyObject* globals = PyDict_New();
+  PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
+  PyObject* path_obj = PyUnicode_FromString(path.c_str());
+  PyDict_SetItemString(globals, "AGENT_PATH", path_obj);
+  PyObject* list = PyList_New(0);
+  for (const auto& m : preload) {
+    PyObject* s = PyUnicode_FromString(m.c_str());
+    PyList_Append(list, s);
+    Py_DECREF(s);
+  }
+  PyDict_SetItemString(globals, "PRELOAD", list);
+  const char* bootstrap =
+      "import sys, importlib.machinery, importlib.util\n"
+      "_cls = importlib.machinery.SourcelessFileLoader if AGENT_PATH.endswith('.pyc') "
+      "else importlib.machinery.SourceFileLoader\n"
+      "_loader = _cls('execbox_agent', AGENT_PATH)\n"
+      "_spec = importlib.util.spec_from_loader('execbox_agent', _loader)\n"
+      "agent = importlib.util.module_from_spec(_spec)\n"
+      "sys.modules['execbox_agent'] = agent\n"
+      "_loader.exec_module(agent)\n"
+      "FAILURES = '\\n'.join(agent.warm_up(PRELOAD))\n";
+  PyObject* r = PyRun_String(bootstrap, Py_file_input, globals, globals);
+  if (r == nullptr) {
+    PyErr_Print();
+    Refuse("the agent could not be loaded or warmed up (see the worker's stderr)");
+  }
+  Py_DECREF(r);
+  g_agent = PyDict_GetItemString(globals, "agent");
+  Py_XINCREF(g_agent);
+  const char* failures = PyUnicode_AsUTF8(PyDict_GetItemString(globals, "FAILURES"));
+  std::string out = failures != nullptr ? failures : "";
+  Py_DECREF(path_obj);
+  Py_DECREF(list);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: execbox-worker CONFIG.json (started by execbox, inside a jail)\n");
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto config = nlohmann::json::parse(text.str(), nullptr, false);
+  if (config.is_discarded() || !config.contains("agent")) Refuse("unreadable worker config");
+  auto seccomp = execbox::jail::CompileSeccompProgram();
+  if (!seccomp) Refuse("seccomp: " + seccomp.error().message);
+  if (!InitPython()) Refuse("the interpreter could not be initialised");
+  std::string failures =
+      LoadAgent(config["agent"].get<std::string>(), config.value("preload", std::vector<std::string>{}));
+
+  static execbox::jail::ZygoteSetup setup;
+  setup.seccomp = &*seccomp;
+  setup.landlock = execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
+  setup.before_fork = BeforeFork;
+  setup.after_fork_parent = AfterForkParent;
+  setup.after_fork_child = AfterForkChild;
+  setup.run_code = RunCode;
+  execbox::jail::ZygoteReady ready{};
+  ready.ok = 1;
+  std::snprintf(ready.message, sizeof ready.message, "%s", failures.c_str());
+  execbox::jail::ServeZygote(kCommandFd, ready, setup);
+}

@@ -1,0 +1,336 @@
+// The warm engine end to end: a real pool of zygote workers in real jails on the real kernel.
+// Every "nothing leaks" claim is a pair of executions: the first leaves a trap or a change, the
+// second (on a child of the same zygote) must not see it.
+//
+// One process runs every case against one Engine (a worker's start-up preloads the stack, a
+// few seconds). ctest runs it twice: as root, and as the unprivileged user execbox-test.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "engine/result_json.h"
+#include "engine/warm_engine.h"
+
+namespace execbox::engine {
+namespace {
+
+Engine* g_engine = nullptr;
+std::string g_unavailable;
+
+class WarmEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    EngineOptions o;
+    o.pool.workers = 1;
+    o.pool.prepared_per_worker = 2;
+    o.sessions.max_sessions = 3;
+    auto e = Engine::Create(o);
+    if (!e) {
+      g_unavailable = e.error().message;
+      return;
+    }
+    engine_ = std::move(*e);
+    g_engine = engine_.get();
+  }
+  void TearDown() override {
+    g_engine = nullptr;
+    engine_.reset();
+  }
+
+ private:
+  std::unique_ptr<Engine> engine_;
+};
+
+class Warm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (g_engine == nullptr) {
+      // Only acceptable where the host gives this user no cgroups (cgroup v1 as non-root):
+      // warm children take their per-execution limits from cgroups.
+      ASSERT_NE(::geteuid(), 0u) << "the warm pool must start as root: " << g_unavailable;
+      ASSERT_NE(g_unavailable.find("cgroup"), std::string::npos) << g_unavailable;
+      GTEST_SKIP() << "warm pool unavailable for this user: " << g_unavailable;
+    }
+  }
+
+  static runtime::PythonProgram Program(const std::string& code) {
+    runtime::PythonProgram p;
+    p.code = code;
+    p.limits.wall_time = std::chrono::seconds(20);
+    return p;
+  }
+
+  static Result Run(const std::string& code, jail::Limits limits = Program("").limits) {
+    auto p = Program(code);
+    p.limits = limits;
+    auto r = g_engine->Execute(p);
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+    if (r) {
+      EXPECT_EQ(r->engine, "warm") << "fell back to the cold path";
+    }
+    return r ? std::move(*r) : Result{.status = Status::kInternalError};
+  }
+
+  static std::string Out(const Result& r) { return r.stdout_text.text; }
+  static std::string Describe(const Result& r) { return Dump(ToJson(r)).substr(0, 3000); }
+};
+
+TEST_F(Warm, PrintRunsOnAWarmChild) {
+  Result r = Run("print(1)\n2 + 3");
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(r.engine, "warm");
+  EXPECT_EQ(Out(r), "1\n");
+  ASSERT_TRUE(r.result.has_value());
+  EXPECT_EQ((*r.result)["data"]["text/plain"], "5");
+  EXPECT_TRUE(r.layers.seccomp && r.layers.pid_ns && r.layers.net_ns && r.layers.mount_ns);
+}
+
+TEST_F(Warm, TheStackIsPreloaded) {
+  Result r = Run("import sys\nprint(all(m in sys.modules for m in ['numpy', 'pandas', 'matplotlib.pyplot', 'scipy']))");
+  EXPECT_EQ(Out(r), "True\n") << Describe(r);
+}
+
+TEST_F(Warm, FilesDoNotSurviveIntoTheNextExecution) {
+  Result a = Run(
+      "open('/work/trap.txt', 'w').write('x')\nopen('/tmp/trap', 'w').write('x')\n"
+      "open('/dev/shm/trap', 'w').write('x')\nprint('planted')");
+  EXPECT_EQ(Out(a), "planted\n") << Describe(a);
+  ASSERT_EQ(a.files.size(), 1u);
+  EXPECT_EQ(a.files[0].name, "trap.txt");
+  Result b = Run("import os\nprint([os.path.exists(p) for p in ['/work/trap.txt', '/tmp/trap', '/dev/shm/trap']])");
+  EXPECT_EQ(Out(b), "[False, False, False]\n") << Describe(b);
+  EXPECT_TRUE(b.files.empty());
+}
+
+TEST_F(Warm, ModulesBuiltinsAndLibrariesAreFreshEachTime) {
+  Result a = Run(
+      "import sys, builtins, json, numpy\nsys.modules['planted'] = sys\nbuiltins.len = lambda x: 42\n"
+      "json.dumps = lambda *a, **k: 'patched'\nnumpy.sum = None\nimport os\nos.environ['PLANTED'] = '1'\n"
+      "print(len([1]))");
+  EXPECT_EQ(Out(a), "42\n") << Describe(a);
+  Result b = Run(
+      "import sys, json, numpy, os\n"
+      "print('planted' in sys.modules, len([1]), json.dumps(1), numpy.sum([1, 2]), 'PLANTED' in os.environ)");
+  EXPECT_EQ(Out(b), "False 1 1 3 False\n") << Describe(b);
+}
+
+TEST_F(Warm, ThreadsAndProcessesDoNotSurvive) {
+  Result a = Run(
+      "import threading, time, subprocess\n"
+      "threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
+      "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+      "print(threading.active_count())");
+  EXPECT_EQ(Out(a), "2\n") << Describe(a);
+  Result b = Run(
+      "import threading, os\nprint(threading.active_count(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+  EXPECT_EQ(Out(b), "1 [1]\n") << Describe(b);
+}
+
+TEST_F(Warm, RandomnessIsReseededInEveryChild) {
+  const char* code = "import random, numpy\nprint(random.random(), numpy.random.rand())";
+  Result a = Run(code);
+  Result b = Run(code);
+  EXPECT_EQ(a.status, Status::kOk) << Describe(a);
+  EXPECT_NE(Out(a), Out(b));
+}
+
+TEST_F(Warm, MatplotlibStateIsFresh) {
+  Result a = Run(
+      "import matplotlib.pyplot as plt\nplt.rcParams['lines.linewidth'] = 7\nplt.figure()\nplt.plot([1, 2])\n"
+      "plt.style.use('ggplot')");
+  EXPECT_EQ(a.display.size(), 1u) << Describe(a);
+  Result b = Run("import matplotlib.pyplot as plt\nprint(plt.rcParams['lines.linewidth'], plt.get_fignums())");
+  EXPECT_EQ(Out(b), "1.5 []\n") << Describe(b);
+}
+
+TEST_F(Warm, APlotComesBackAsPng) {
+  Result r = Run("import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()");
+  ASSERT_EQ(r.display.size(), 1u) << Describe(r);
+  EXPECT_TRUE(r.display[0]["data"].contains("image/png"));
+}
+
+TEST_F(Warm, TheZygoteIsOutOfReach) {
+  // The code is pid 1 of its own namespace: every other pid is unnameable, ptrace is refused.
+  Result r = Run(
+      "import os, signal, ctypes\nhits = []\n"
+      "for pid in range(2, 4000):\n"
+      "    try:\n        os.kill(pid, 0); hits.append(pid)\n    except OSError:\n        pass\n"
+      "libc = ctypes.CDLL(None)\n"
+      "print(hits, os.getpid(), libc.ptrace(16, 1, 0, 0), os.getppid())");
+  EXPECT_EQ(Out(r), "[] 1 -1 0\n") << Describe(r);
+}
+
+TEST_F(Warm, NoCapabilitiesAndNoNewPrivileges) {
+  Result r = Run(
+      "for line in open('/proc/self/status'):\n"
+      "    if line.split(':')[0] in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp'):\n"
+      "        print(line.split()[1])");
+  EXPECT_EQ(Out(r), "0000000000000000\n0000000000000000\n0000000000000000\n1\n2\n") << Describe(r);
+}
+
+TEST_F(Warm, NoNetworkAndNoNamespaceEscape) {
+  Result r = Run(
+      "import socket, os\nres = []\n"
+      "for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
+      "    try:\n        socket.socket(fam, socket.SOCK_STREAM if fam != socket.AF_NETLINK else socket.SOCK_RAW); res.append('open')\n"
+      "    except OSError as e:\n        res.append(e.errno)\n"
+      "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+      "res.append('unshared' if libc.unshare(0x10000000) == 0 else ctypes.get_errno())\n"
+      "print(res)");
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(Out(r).find("open"), std::string::npos) << Out(r);
+  EXPECT_EQ(Out(r).find("unshared"), std::string::npos) << Out(r);
+}
+
+TEST_F(Warm, LimitsArePerExecutionAndThePoolStaysHealthy) {
+  jail::Limits limits = Program("").limits;
+  limits.memory_bytes = 128ull << 20;
+  Result mem = Run("x = bytearray(400 << 20)\nx[::4096] = b'1' * len(x[::4096])", limits);
+  EXPECT_EQ(mem.status, Status::kMemoryLimit) << Describe(mem);
+  limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(2);
+  Result slow = Run("while True: pass", limits);
+  EXPECT_EQ(slow.status, Status::kTimeout) << Describe(slow);
+  ASSERT_TRUE(slow.error.has_value());
+  EXPECT_EQ(slow.error->ename, "TimeoutError");
+  EXPECT_GE(slow.usage.wall_ms, 1800u);
+  limits = Program("").limits;
+  limits.max_processes = 16;
+  Result bomb = Run(
+      "import os\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n"
+      "        n += 1\n    except OSError:\n        break\nprint(n < 20)",
+      limits);
+  EXPECT_EQ(Out(bomb), "True\n") << Describe(bomb);
+  Result after = Run("print('healthy')");
+  EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
+  EXPECT_LT(after.usage.cpu_ms, 2000u) << "CPU of earlier executions counted in this one";
+}
+
+TEST_F(Warm, InputFilesAndStdinArrive) {
+  auto p = Program("import sys\nprint(open('data/in.csv').read(), sys.stdin.read())");
+  p.inputs.push_back({.name = "data/in.csv", .content = "a,b"});
+  p.stdin_data = "from stdin";
+  auto r = g_engine->Execute(p);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(Out(*r), "a,b from stdin\n") << Describe(*r);
+  EXPECT_TRUE(r->files.empty()) << "an unchanged input file is not returned";
+}
+
+TEST_F(Warm, ErrorsPointAtTheUsersLine) {
+  Result r = Run("x = 1\n1 / 0");
+  EXPECT_EQ(r.status, Status::kError);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(r.error->ename, "ZeroDivisionError");
+  Result s = Run("def f(:\n  pass");
+  EXPECT_EQ(s.status, Status::kSyntaxError) << Describe(s);
+}
+
+// ---- sessions ----
+
+class WarmSessions : public Warm {
+ protected:
+  Sessions& S() { return *g_engine->sessions(); }
+  Result Exec(const std::string& id, const std::string& code, jail::Limits limits = Program("").limits) {
+    auto p = Program(code);
+    p.limits = limits;
+    auto r = S().Execute(id, p);
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+    return r ? std::move(*r) : Result{.status = Status::kInternalError};
+  }
+};
+
+TEST_F(WarmSessions, StateImportsAndFilesPersistInOrder) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result a = Exec(s->id, "import numpy as np\nx = np.arange(4)\ndef f():\n    return 1 / 0\nopen('kept.txt', 'w').write('k')");
+  EXPECT_EQ(a.status, Status::kOk) << Describe(a);
+  ASSERT_TRUE(a.session.has_value());
+  EXPECT_TRUE(a.session->preserved);
+  Result b = Exec(s->id, "print(x.sum(), np.__name__, open('kept.txt').read())\nf()");
+  EXPECT_EQ(Out(b), "6 numpy k\n") << Describe(b);
+  EXPECT_EQ(b.status, Status::kError);
+  ASSERT_TRUE(b.error.has_value());
+  bool points_at_f = false;
+  for (const auto& line : b.error->traceback) points_at_f |= line.find("return 1 / 0") != std::string::npos;
+  EXPECT_TRUE(points_at_f) << Describe(b);
+  EXPECT_TRUE(b.session->preserved);
+  EXPECT_TRUE(b.files.empty()) << "only files changed by this execution come back: " << Describe(b);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, AKillLosesTheStateAndTheRepliesSaySo) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Exec(s->id, "x = 41");
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(2);
+  Result killed = Exec(s->id, "while True: pass", limits);
+  EXPECT_EQ(killed.status, Status::kTimeout);
+  ASSERT_TRUE(killed.session.has_value());
+  EXPECT_FALSE(killed.session->preserved);
+  EXPECT_EQ(killed.session->lost_reason, "timeout");
+  Result next = Exec(s->id, "print('x' in globals())");
+  EXPECT_EQ(Out(next), "False\n") << Describe(next);
+  EXPECT_FALSE(next.session->preserved) << "the first reply after a loss says so";
+  EXPECT_EQ(next.session->generation, killed.session->generation + 1);
+  Result later = Exec(s->id, "x = 1");
+  EXPECT_TRUE(later.session->preserved);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, SessionsCannotReachEachOther) {
+  auto a = S().Create();
+  auto b = S().Create();
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  Result planted = Exec(a->id,
+                        "import socket\nsrv = socket.socket(socket.AF_UNIX)\nsrv.bind('\\0execbox-trap')\nsrv.listen()\n"
+                        "open('/tmp/a-secret', 'w').write('s')\nprint('ok')");
+  EXPECT_EQ(Out(planted), "ok\n") << Describe(planted);
+  Result probe = Exec(b->id,
+                      "import socket, os\nc = socket.socket(socket.AF_UNIX)\n"
+                      "try:\n    c.connect('\\0execbox-trap'); print('reached')\nexcept OSError as e:\n    print('refused')\n"
+                      "print(os.path.exists('/tmp/a-secret'), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+  EXPECT_EQ(Out(probe), "refused\nFalse [1]\n") << Describe(probe);
+  EXPECT_TRUE(S().Delete(a->id).has_value());
+  EXPECT_TRUE(S().Delete(b->id).has_value());
+}
+
+TEST_F(WarmSessions, FullRefusesAndDeleteFreesASlot) {
+  std::vector<std::string> ids;
+  for (size_t i = 0; i < 3; ++i) {
+    auto s = S().Create();
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    ids.push_back(s->id);
+  }
+  auto over = S().Create();
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().kind, SessionError::kFull);
+  EXPECT_TRUE(S().Delete(ids[0]).has_value());
+  auto again = S().Create();
+  EXPECT_TRUE(again.has_value());
+  if (again) ids[0] = again->id;
+  for (const auto& id : ids) EXPECT_TRUE(S().Delete(id).has_value());
+  EXPECT_EQ(S().Delete("s_nope").error().kind, SessionError::kNotFound);
+  EXPECT_EQ(S().size(), 0u);
+}
+
+TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value());
+  auto f = S().Fork(s->id);
+  ASSERT_FALSE(f.has_value());
+  EXPECT_NE(f.error().message.find("namespaces"), std::string::npos);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+}  // namespace
+}  // namespace execbox::engine
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new execbox::engine::WarmEnvironment());
+  return RUN_ALL_TESTS();
+}
