@@ -79,7 +79,7 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
         while (w && !w->prepared.empty()) {
           auto child = std::move(w->prepared.front());
           w->prepared.pop_front();
-          if (!child->alive()) continue;
+          if (!child->Probe()) continue;
           next_ = (next_ + i + 1) % workers_.size();
           wake_.notify_all();
           return child;

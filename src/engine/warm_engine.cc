@@ -1,5 +1,7 @@
 #include "engine/warm_engine.h"
 
+#include <optional>
+
 namespace execbox::engine {
 
 Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
@@ -21,11 +23,19 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const Ex
   if (!pool_) return engine::Execute(program, options);
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(request.error());
-  auto child = pool_->Acquire(program.limits, false);
-  if (!child) return engine::Execute(program, options);  // no warm worker: the cold path still serves
   jail::RunHooks hooks{.on_output = options.on_output};
-  auto outcome = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
-  if (!outcome) return std::unexpected(outcome.error());
+  // A child whose worker died an instant ago fails before the code starts (nothing reported):
+  // another child, then the cold path, serves the request instead. Running the code again
+  // is harmless: nothing of the first attempt outlived it.
+  std::optional<jail::Outcome> outcome;
+  for (int attempt = 0; attempt < 2 && !outcome; ++attempt) {
+    auto child = pool_->Acquire(program.limits, false);
+    if (!child) break;
+    auto o = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
+    bool never_started = !o || (o->ending == jail::Ending::kSetupFailed && o->report.empty());
+    if (!never_started) outcome = std::move(*o);
+  }
+  if (!outcome) return engine::Execute(program, options);
   Result r = AssembleResult(program, program.limits, *outcome);
   r.engine = "warm";
   if (!program.collect_files || program.mode != runtime::Mode::kRun) {

@@ -386,6 +386,16 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   return out;
 }
 
+bool WarmChild::Probe() {
+  if (!alive_) return false;
+  struct pollfd p[2] = {{.fd = channel_.Get(), .events = POLLRDHUP, .revents = 0},
+                        {.fd = control_.Get(), .events = POLLRDHUP, .revents = 0}};
+  if (::poll(p, 2, 0) > 0 && ((p[0].revents | p[1].revents) & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+    alive_ = false;
+  }
+  return alive_;
+}
+
 WarmChild::Memory WarmChild::ReadMemory() const {
   Memory m;
   if (!alive_ || !cgroup_) return m;

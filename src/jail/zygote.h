@@ -41,6 +41,9 @@ class WarmChild {
                             const RunHooks& hooks);
   // False once the code's process has ended (or was never usable).
   bool alive() const { return alive_; }
+  // Checks the child is still there (its sockets not hung up), without waiting; false also
+  // marks it dead. For a pool about to hand it out.
+  bool Probe();
   bool session() const { return options_.session; }
   // Private and proportional memory of the code's process (from /proc/<pid>/smaps_rollup),
   // 0 when unknown. For benchmarks and the session list.

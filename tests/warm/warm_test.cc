@@ -7,7 +7,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+#include <vector>
 #include <memory>
 #include <string>
 
@@ -228,6 +233,80 @@ TEST_F(Warm, ErrorsPointAtTheUsersLine) {
   EXPECT_EQ(s.status, Status::kSyntaxError) << Describe(s);
 }
 
+TEST_F(Warm, AChildSharesNoWritableMemoryWithTheZygote) {
+  // A MAP_SHARED writable mapping inherited from the zygote would let a child write into it.
+  Result r = Run(
+      "shared = [l for l in open('/proc/self/maps') if l.split()[1][1] == 'w' and l.split()[1][3] == 's']\n"
+      "print(shared)");
+  EXPECT_EQ(Out(r), "[]\n") << Describe(r);
+}
+
+TEST_F(Warm, OutputFloodDiskFillAndForgedReportsAreContained) {
+  jail::Limits limits = Program("").limits;
+  limits.output_bytes = 64 << 10;
+  Result flood = Run("import os\nwhile True: os.write(1, b'x' * 65536)", limits);
+  EXPECT_EQ(flood.status, Status::kOutputLimit) << Describe(flood);
+  Result disk = Run(
+      "chunk = b'0' * (1 << 20)\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(200): f.write(chunk)\n"
+      "except OSError as e:\n    print(type(e).__name__)");
+  EXPECT_EQ(Out(disk), "OSError\n") << Describe(disk);
+  Result forged = Run(
+      "import os\nfor fd in range(512, 600):\n    try:\n        os.write(fd, b'{\"type\": \"exit\", \"code\": 0}\\n' + b'{' * 100000 + b'\\n')\n"
+      "    except OSError:\n        pass\nraise ValueError('still reported')");
+  EXPECT_EQ(forged.status, Status::kError) << Describe(forged);
+  Result after = Run("print('healthy')");
+  EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
+}
+
+TEST_F(Warm, ConcurrentExecutionsEachGetTheirOwnChild) {
+  std::vector<std::thread> threads;
+  std::vector<Result> results(4);
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = Run("import os, time\nopen('mine', 'w').write(str(" + std::to_string(i) +
+                       "))\ntime.sleep(0.2)\nprint(open('mine').read(), os.listdir('.'))");
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < results.size(); ++i) {
+    EXPECT_EQ(Out(results[i]), std::to_string(i) + " ['mine']\n") << Describe(results[i]);
+  }
+}
+
+TEST_F(Warm, ADeadWorkerIsReplaced) {
+  // Kill the jail's init of every zygote: the whole worker dies with it.
+  uint64_t replaced_before = g_engine->pool()->Stats().workers_replaced;
+  int killed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string pid = entry.path().filename();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream comm(entry.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "execbox-worker") continue;
+    std::ifstream status(entry.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("PPid:", 0) == 0) {
+        pid_t init = std::stoi(line.substr(5));
+        if (init > 1 && ::kill(init, SIGKILL) == 0) ++killed;
+      }
+    }
+  }
+  ASSERT_GT(killed, 0) << "no zygote found";
+  // Requests keep being served meanwhile (cold if no warm worker is up yet) ...
+  Result during = g_engine->Execute(Program("print('served')")).value_or(Result{});
+  EXPECT_EQ(Out(during), "served\n") << Describe(during);
+  // ... and a warm worker is back within the start-up time.
+  bool warm_again = false;
+  for (int i = 0; i < 120 && !warm_again; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    auto r = g_engine->Execute(Program("print(1)"));
+    warm_again = r && r->engine == "warm" && r->status == Status::kOk;
+  }
+  EXPECT_TRUE(warm_again);
+  EXPECT_GT(g_engine->pool()->Stats().workers_replaced, replaced_before);
+}
+
 // ---- sessions ----
 
 class WarmSessions : public Warm {
@@ -315,6 +394,26 @@ TEST_F(WarmSessions, FullRefusesAndDeleteFreesASlot) {
   for (const auto& id : ids) EXPECT_TRUE(S().Delete(id).has_value());
   EXPECT_EQ(S().Delete("s_nope").error().kind, SessionError::kNotFound);
   EXPECT_EQ(S().size(), 0u);
+}
+
+TEST_F(WarmSessions, PlantedLinksAreNotFollowedAndExitLosesTheState) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result planted = Exec(s->id,
+                        "import os\nos.symlink('/etc/passwd', 'link')\nos.mkfifo('fifo')\n"
+                        "open('real.txt', 'w').write('r')");
+  EXPECT_EQ(planted.status, Status::kOk) << Describe(planted);
+  ASSERT_EQ(planted.files.size(), 1u) << Describe(planted);
+  EXPECT_EQ(planted.files[0].name, "real.txt");
+  EXPECT_EQ(planted.skipped_files.size(), 2u) << Describe(planted);
+  Result exited = Exec(s->id, "import os\nos._exit(3)");
+  EXPECT_EQ(exited.exit_code, 3) << Describe(exited);
+  ASSERT_TRUE(exited.session.has_value());
+  EXPECT_FALSE(exited.session->preserved);
+  EXPECT_EQ(exited.session->lost_reason, "exited");
+  Result fresh = Exec(s->id, "import os\nprint(sorted(os.listdir('.')))");
+  EXPECT_EQ(Out(fresh), "[]\n") << "a restarted session has a fresh work dir";
+  EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
 TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
