@@ -58,8 +58,9 @@ struct WatchSpec {
   const RunHooks* hooks = nullptr;
   Cgroup* cgroup = nullptr;
   std::function<void()> kill_tree;  // SIGKILL the whole tree, now
-  // A session execution ends when the agent closes its report channel; the process lives on.
-  bool end_at_report_eof = false;
+  // A session execution ends when the code's process writes one byte 'D' here (its channel);
+  // the process lives on. -1: the execution ends when the tree does.
+  int done_fd = -1;
   CgroupUsage base;  // the group's counters when the execution began (sessions reuse a group)
 };
 
@@ -89,6 +90,7 @@ class Watch {
   void CheckLimits();
   void Abandon(const char* why);
   void DrainOutput();
+  void ReadDone();
 
   const WatchSpec& spec_;
   Channels& ch_;
@@ -99,6 +101,7 @@ class Watch {
   bool setup_failed_ = false;
   bool report_done_ = false;
   bool collecting_ = false;
+  bool done_open_ = true;
   int wait_status_ = 0;
   uint64_t tree_cpu_us_ = 0;
   uint64_t tree_maxrss_kib_ = 0;

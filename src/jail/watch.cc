@@ -38,15 +38,32 @@ Watch::Watch(const WatchSpec& spec, Channels& ch, Outcome& out)
 // The agent closed its report: what it wrote to stdout/stderr before is already in the pipes.
 // Takes that, without waiting for writers that outlive the execution (a session's threads).
 void Watch::DrainOutput() {
-  for (UniqueFd* fd : {&ch_.stdout_read, &ch_.stderr_read}) {
-    Stream stream = fd == &ch_.stdout_read ? Stream::kStdout : Stream::kStderr;
+  for (UniqueFd* fd : {&ch_.stdout_read, &ch_.stderr_read, &ch_.report_read}) {
     while (fd->Valid()) {
       struct pollfd p = {.fd = fd->Get(), .events = POLLIN, .revents = 0};
       if (::poll(&p, 1, 0) <= 0) break;
-      ReadOutput(*fd, stream);
+      if (fd == &ch_.report_read) {
+        ReadReport();
+      } else {
+        ReadOutput(*fd, fd == &ch_.stdout_read ? Stream::kStdout : Stream::kStderr);
+      }
     }
     fd->Reset();
   }
+}
+
+// One byte from a session's code process: 'D' ends the execution. Anything else is the code
+// writing to its own channel, and changes nothing; EOF means the process is gone (the keeper
+// reports how it ended).
+void Watch::ReadDone() {
+  char byte = 0;
+  ssize_t n = ::read(spec_.done_fd, &byte, 1);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    done_open_ = false;
+    return;
+  }
+  if (byte == 'D' && !exited_) report_done_ = true;
 }
 
 void Watch::Stop(Ending reason) {
@@ -80,7 +97,6 @@ void Watch::ReadReport() {
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     ch_.report_read.Reset();
-    if (spec_.end_at_report_eof && !exited_) report_done_ = true;
     return;
   }
   if (out_.report.size() + static_cast<size_t>(n) > kReportCap) {
@@ -194,7 +210,7 @@ void Watch::CheckLimits() {
 void Watch::Loop() {
   WriteStdin();
   for (;;) {
-    struct pollfd fds[5];
+    struct pollfd fds[6];
     int n = 0;
     auto add = [&](const UniqueFd& fd, short events) {
       if (fd.Valid()) fds[n++] = {.fd = fd.Get(), .events = events, .revents = 0};
@@ -204,6 +220,9 @@ void Watch::Loop() {
     add(ch_.report_read, POLLIN);
     if (control_open_) add(ch_.control_host, POLLIN);
     add(ch_.stdin_write, POLLOUT);
+    if (spec_.done_fd >= 0 && done_open_ && !collecting_) {
+      fds[n++] = {.fd = spec_.done_fd, .events = POLLIN, .revents = 0};
+    }
     bool output_open = ch_.stdout_read.Valid() || ch_.stderr_read.Valid() || ch_.report_read.Valid();
     if (!control_open_ && !output_open) break;
     if (report_done_ && !collecting_) {
@@ -231,6 +250,8 @@ void Watch::Loop() {
         ReadControl();
       else if (fd == ch_.stdin_write.Get())
         WriteStdin();
+      else if (fd == spec_.done_fd)
+        ReadDone();
     }
     CheckLimits();
   }

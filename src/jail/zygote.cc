@@ -358,7 +358,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
                        cgroup->KillAll();
                      },
-                 .end_at_report_eof = options_.session,
+                 .done_fd = options_.session ? channel_.Get() : -1,
                  .base = base};
   Watch watch(spec, ch, out);
   watch.Loop();

@@ -58,7 +58,8 @@
 #     threads persist from one execution to the next; display(), print() and pyplot.show()
 #     report to the current execution. An execution ends without joining threads or running
 #     atexit handlers: output flushed, exit event sent, report fd closed, /dev/null put on fds
-#     0-2 (the host sees EOF on every pipe of the execution), and the next header awaited. A
+#     0-2 (the host sees EOF on every pipe of the execution), one byte b"D" written on the
+#     channel (the host's sign that the execution is over), and the next header awaited. A
 #     SystemExit ends the execution with its code, not the session. Figures left open are
 #     shown and closed. Each execution's source stays in linecache under its own name, so a
 #     traceback through a function of an earlier execution shows that execution's line: an
@@ -1871,13 +1872,13 @@ def _describe(exc):
     return "%s: %s" % (type(exc).__name__, _safe_str(exc))
 
 
-def warm_up(preload, plot=True):
+def warm_up(preload, plot=True, freeze=True):
     """Prepares the zygote's interpreter so that each forked child starts warm: the library
     path, the matplotlib font cache, the modules in preload (a list of names; one that fails
     to import is skipped), matplotlib on Agg with one plot drawn (fonts and the renderer
     loaded) when plot is true and matplotlib was loaded, and the agent's own lazy imports.
-    Starts no thread. Ends with gc.freeze(), so that children do not copy the zygote's objects
-    when the collector walks them. Returns a list of "name: error" strings, one per failure
+    Starts no thread. Ends with gc.freeze() (unless freeze is false, for measuring), so that
+    children do not copy the zygote's objects when the collector walks them. Returns a list of "name: error" strings, one per failure
     (a thread found still running after the imports is reported as "threads: ...")."""
     import importlib
     failures = []
@@ -1911,7 +1912,8 @@ def warm_up(preload, plot=True):
                         "cannot be entered and fork() keeps only the caller" % threads)
     import gc
     gc.collect()
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     return failures
 
 
@@ -1976,13 +1978,23 @@ class _Channel:
         # Room for a few more fds than expected, so that a wrong count is reported as such.
         self._ancillary = _socket.CMSG_SPACE(4 * (CHANNEL_FDS + 12))
 
+    def send_done(self):
+        try:
+            self._sock.sendall(b"D")
+        except OSError:
+            pass  # the host is gone: the next receive() sees EOF and ends the child
+
     def receive(self):
         """(fds, body) of the next request, or None when the host closed the channel between
         requests. Raises ChannelError (with the fds received so far) for a broken request."""
         net, header, fds = self._net, b"", []
         while len(header) < HEADER_BYTES:
-            data, ancillary, flags, _ = self._sock.recvmsg(HEADER_BYTES - len(header), self._ancillary,
-                                                           net.MSG_CMSG_CLOEXEC)
+            try:
+                data, ancillary, flags, _ = self._sock.recvmsg(HEADER_BYTES - len(header), self._ancillary,
+                                                               net.MSG_CMSG_CLOEXEC)
+            except ConnectionResetError:
+                # The host closed its end with our "D" unread: the same as EOF.
+                data, ancillary, flags = b"", [], 0
             for level, kind, cdata in ancillary:
                 if level == net.SOL_SOCKET and kind == net.SCM_RIGHTS:
                     whole = len(cdata) - len(cdata) % 4
@@ -2305,6 +2317,9 @@ class _Server:
         os.dup2(self.null_in, 0)
         os.dup2(self.null_out, 1)
         os.dup2(self.null_out, 2)
+        # Tells the host the execution is over (EOF on the pipes alone cannot: a process the
+        # code forked may hold them, and a dying session closes them too).
+        self.channel.send_done()
 
 
 def serve(channel_fd, session):

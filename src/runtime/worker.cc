@@ -31,6 +31,8 @@ Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {
   nlohmann::json config = {
       {"agent", UsableAgentBytecode() != nullptr ? kAgentBytecodePath : kAgentPath},
       {"preload", options.preload},
+      {"warm_plot", options.warm_plot},
+      {"gc_freeze", options.gc_freeze},
   };
   p.argv = {kWorkerPath, kWorkerConfigPath};
   p.files.push_back({.path = kWorkerPath, .content = std::move(*binary), .mode = 0555});

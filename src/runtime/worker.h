@@ -16,6 +16,11 @@ inline constexpr const char* kWorkerConfigPath = "/opt/execbox/worker.json";
 struct WorkerOptions {
   // Imported once in the zygote; every child starts with them loaded.
   std::vector<std::string> preload = {"numpy", "pandas", "matplotlib", "matplotlib.pyplot", "scipy"};
+  // Draw one plot in the zygote (fonts and the Agg renderer loaded once for every child).
+  bool warm_plot = true;
+  // gc.freeze() in the zygote: a child's collections then skip (and so never copy) the
+  // zygote's objects. Off only to measure what it buys.
+  bool gc_freeze = true;
   // Empty: execbox-worker next to the running executable (or $EXECBOX_WORKER).
   std::string worker_binary;
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).

@@ -60,7 +60,7 @@ bool InitPython() {
 }
 
 // Loads the agent from its source or bytecode file and warms it up; returns preload failures.
-std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload) {
+std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload, bool plot, bool freeze) {
   PyObject* globals = PyDict_New();
   PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
   PyObject* path_obj = PyUnicode_FromString(path.c_str());
@@ -72,6 +72,8 @@ std::string LoadAgent(const std::string& path, const std::vector<std::string>& p
     Py_DECREF(s);
   }
   PyDict_SetItemString(globals, "PRELOAD", list);
+  PyDict_SetItemString(globals, "PLOT", plot ? Py_True : Py_False);
+  PyDict_SetItemString(globals, "FREEZE", freeze ? Py_True : Py_False);
   const char* bootstrap =
       "import sys, importlib.machinery, importlib.util\n"
       "_cls = importlib.machinery.SourcelessFileLoader if AGENT_PATH.endswith('.pyc') "
@@ -81,7 +83,7 @@ std::string LoadAgent(const std::string& path, const std::vector<std::string>& p
       "agent = importlib.util.module_from_spec(_spec)\n"
       "sys.modules['execbox_agent'] = agent\n"
       "_loader.exec_module(agent)\n"
-      "FAILURES = '\\n'.join(agent.warm_up(PRELOAD))\n";
+      "FAILURES = '\\n'.join(agent.warm_up(PRELOAD, PLOT, FREEZE))\n";
   PyObject* r = PyRun_String(bootstrap, Py_file_input, globals, globals);
   if (r == nullptr) {
     PyErr_Print();
@@ -113,7 +115,8 @@ int main(int argc, char** argv) {
   if (!seccomp) Refuse("seccomp: " + seccomp.error().message);
   if (!InitPython()) Refuse("the interpreter could not be initialised");
   std::string failures =
-      LoadAgent(config["agent"].get<std::string>(), config.value("preload", std::vector<std::string>{}));
+      LoadAgent(config["agent"].get<std::string>(), config.value("preload", std::vector<std::string>{}),
+                config.value("warm_plot", true), config.value("gc_freeze", true));
 
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;

@@ -233,6 +233,16 @@ TEST_F(Warm, ErrorsPointAtTheUsersLine) {
   EXPECT_EQ(s.status, Status::kSyntaxError) << Describe(s);
 }
 
+TEST_F(Warm, TheEnvironmentIsTheSandboxsOwn) {
+  // Nothing of the host's environment (or the zygote's secrets, of which it holds none).
+  Result r = Run("import os\nprint(sorted(os.environ))");
+  EXPECT_EQ(Out(r),
+            "['HOME', 'LANG', 'LC_ALL', 'MKL_NUM_THREADS', 'MPLBACKEND', 'MPLCONFIGDIR', 'NUMEXPR_MAX_THREADS', "
+            "'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONIOENCODING', "
+            "'TMPDIR', 'XDG_CACHE_HOME', 'XDG_CONFIG_HOME']\n")
+      << Describe(r);
+}
+
 TEST_F(Warm, AChildSharesNoWritableMemoryWithTheZygote) {
   // A MAP_SHARED writable mapping inherited from the zygote would let a child write into it.
   Result r = Run(
@@ -414,6 +424,29 @@ TEST_F(WarmSessions, PlantedLinksAreNotFollowedAndExitLosesTheState) {
   Result fresh = Exec(s->id, "import os\nprint(sorted(os.listdir('.')))");
   EXPECT_EQ(Out(fresh), "[]\n") << "a restarted session has a fresh work dir";
   EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, TheMemoryLimitLosesTheStateWithItsReason) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Exec(s->id, "keep = 1");
+  Result oom = Exec(s->id, "x = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])");
+  EXPECT_EQ(oom.status, Status::kMemoryLimit) << Describe(oom);
+  ASSERT_TRUE(oom.session.has_value());
+  EXPECT_FALSE(oom.session->preserved);
+  EXPECT_EQ(oom.session->lost_reason, "memory_limit");
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, IdleSessionsExpire) {
+  Sessions short_lived(*g_engine->pool(), {.max_sessions = 2, .idle_ttl = std::chrono::seconds(1)});
+  auto s = short_lived.Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(short_lived.SweepIdle(), 1u);
+  auto gone = short_lived.Info(s->id);
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().kind, SessionError::kNotFound);
 }
 
 TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
