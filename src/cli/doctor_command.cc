@@ -3,8 +3,43 @@
 #include <iostream>
 
 #include "jail/doctor.h"
+#include "jail/zygote.h"
+#include "runtime/worker.h"
 
 namespace execbox::cli {
+namespace {
+
+// The warm path (pool and sessions) by trying it: a zygote with nothing preloaded, one child.
+jail::Check WarmCheck() {
+  using Clock = std::chrono::steady_clock;
+  jail::Check c{.layer = "warm workers (pool, sessions)", .required = false};
+  c.fix = "warm workers take per-execution limits from cgroups: run as root, or in a systemd unit "
+          "or scope with Delegate=yes on cgroup v2; `execbox run` works without them";
+  auto policy = runtime::MakeWorkerPolicy({.preload = {}, .warm_plot = false});
+  if (!policy) {
+    c.detail = policy.error().message;
+    return c;
+  }
+  auto start = Clock::now();
+  auto zygote = jail::Zygote::Start(*policy, std::chrono::seconds(60));
+  if (!zygote) {
+    c.detail = zygote.error().message;
+    return c;
+  }
+  auto started = Clock::now();
+  auto child = (*zygote)->Spawn({});
+  if (!child) {
+    c.detail = "the zygote started but could not isolate a child: " + child.error().message;
+    return c;
+  }
+  auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  c.ok = true;
+  c.detail = "a zygote started in " + ms(started - start) + " ms (nothing preloaded) and isolated a child in " +
+             ms(Clock::now() - started) + " ms";
+  return c;
+}
+
+}  // namespace
 
 void AddDoctorCommand(CLI::App& app, int& exit_status) {
   CLI::App* doctor = app.add_subcommand("doctor",
@@ -12,7 +47,9 @@ void AddDoctorCommand(CLI::App& app, int& exit_status) {
                                         "(exit 1 if a required one is missing)");
   doctor->callback([&exit_status] {
     bool usable = true;
-    for (const auto& c : jail::Diagnose()) {
+    auto checks = jail::Diagnose();
+    checks.push_back(WarmCheck());
+    for (const auto& c : checks) {
       const char* mark = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");
       std::cout << mark << "  " << c.layer << ": " << c.detail << "\n";
       if (!c.ok) std::cout << "      fix: " << c.fix << "\n";
