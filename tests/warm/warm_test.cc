@@ -243,6 +243,18 @@ TEST_F(Warm, TheEnvironmentIsTheSandboxsOwn) {
       << Describe(r);
 }
 
+TEST_F(Warm, AChildHoldsOnlyItsOwnDescriptors) {
+  // Its pipes, its own channel (fd 3) and /dev/null: nothing of the zygote's (the command
+  // socket, its log pipes) or of another child.
+  Result r = Run(
+      "import os\nfds = {}\nfor f in os.listdir('/proc/self/fd'):\n    try:\n        fds[int(f)] = os.readlink('/proc/self/fd/' + f)\n"
+      "    except OSError:\n        pass  # the listing's own descriptor\n"
+      "odd = {f: t for f, t in fds.items() if not (t.startswith('pipe:') or t in ('/dev/null', '/work') or "
+      "(f == 3 and t.startswith('socket:')) or t.startswith('/proc/'))}\n"
+      "print(odd, len(fds) <= 8)");
+  EXPECT_EQ(Out(r), "{} True\n") << Describe(r);
+}
+
 TEST_F(Warm, AChildSharesNoWritableMemoryWithTheZygote) {
   // A MAP_SHARED writable mapping inherited from the zygote would let a child write into it.
   Result r = Run(
