@@ -168,6 +168,7 @@ Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits&
   r.enforcement = outcome.enforcement;
   r.layers = outcome.layers;
   AgentReport report = ParseReport(outcome.report);
+  if (outcome.ended_by_report && report.exit_code) outcome.exit_code = *report.exit_code;
   r.streams = std::move(report.streams);
   r.streams_truncated = report.streams_truncated || outcome.report_truncated;
   r.display = std::move(report.display);

@@ -35,6 +35,18 @@ Expected<std::unique_ptr<Pool>> Pool::Start(const PoolOptions& options) {
   pool->workers_.resize(o.workers);
   pool->stats_.workers_started = 1;
   pool->refill_ = std::thread([p = pool.get()] { p->Refill(); });
+  pool->retire_ = std::thread([p = pool.get()] {
+    std::unique_lock lock(p->mu_);
+    for (;;) {
+      p->retire_wake_.wait(lock, [p] { return p->stopping_ || !p->retiring_.empty(); });
+      if (p->retiring_.empty()) return;  // stopping, and nothing left to end
+      auto child = std::move(p->retiring_.front());
+      p->retiring_.pop_front();
+      lock.unlock();
+      child.reset();
+      lock.lock();
+    }
+  });
   return pool;
 }
 
@@ -44,7 +56,9 @@ Pool::~Pool() {
     stopping_ = true;
   }
   wake_.notify_all();
+  retire_wake_.notify_all();
   if (refill_.joinable()) refill_.join();
+  if (retire_.joinable()) retire_.join();
   workers_.clear();  // children first (each Worker's deque), then the zygote's jail
 }
 
@@ -101,6 +115,14 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
     ++from->failures;
   }
   return child;
+}
+
+void Pool::Retire(std::unique_ptr<jail::WarmChild> child) {
+  {
+    std::lock_guard lock(mu_);
+    retiring_.push_back(std::move(child));
+  }
+  retire_wake_.notify_one();
 }
 
 PoolStats Pool::Stats() {

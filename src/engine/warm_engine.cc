@@ -32,6 +32,7 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const Ex
     auto child = pool_->Acquire(program.limits, false);
     if (!child) break;
     auto o = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
+    pool_->Retire(std::move(*child));
     bool never_started = !o || (o->ending == jail::Ending::kSetupFailed && o->report.empty());
     if (!never_started) outcome = std::move(*o);
   }

@@ -62,6 +62,9 @@ struct CollectedFile {
 struct Outcome {
   Ending ending = Ending::kExited;
   int exit_code = 0;    // when kExited
+  // A warm child said it was done (its report complete) before its process had ended: the
+  // exit code is then the one in its report, and the process winds down after the answer.
+  bool ended_by_report = false;
   int signal = 0;       // the signal that ended the main process, if any
   std::string message;  // for kSetupFailed, and notes such as skipped files
   Capture stdout_capture{1 << 20};

@@ -358,13 +358,14 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
                        cgroup->KillAll();
                      },
-                 .done_fd = options_.session ? channel_.Get() : -1,
+                 .done_fd = channel_.Get(),
                  .base = base};
   Watch watch(spec, ch, out);
   watch.Loop();
   if (watch.report_done() && options_.collect.enabled) watch.Collect();
   control_ = std::move(ch.control_host);
-  if (!watch.report_done() || watch.stop_reason()) alive_ = false;
+  if (!options_.session || !watch.report_done() || watch.stop_reason()) alive_ = false;
+  out.ended_by_report = watch.report_done() && !watch.stop_reason();
 
   CgroupUsage now = cgroup_->ReadUsage();
   CgroupUsage delta = now;
@@ -378,11 +379,8 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   out.usage.peak_memory_bytes = now.peak_memory_bytes;
   out.usage.pids_peak = now.pids_peak;
   ClassifyEnding(limits, watch, delta, out);
-  if (!alive_) {
-    // The tree may still be winding down (a stop): make sure nothing of it is left.
-    ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
-    cgroup_->KillAll();
-  }
+  // A used-up child is ended by its destructor (killed, its cgroup removed): off the request's
+  // path when the owner hands it to a background reaper (Pool::Retire).
   return out;
 }
 

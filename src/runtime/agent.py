@@ -53,7 +53,8 @@
 # RandomState (every child starts with the zygote's state); then the request runs as above,
 # with SIGINT raising KeyboardInterrupt and SIGPIPE ignored, as in python3.
 #   - One-shot (session false): the child ends like the cold agent (threads joined, atexit
-#     handlers run, exit event, os._exit(code)).
+#     handlers run, exit event, os._exit(code)), with b"D" written on the channel between the
+#     exit event and os._exit: the host may answer before the process has wound down.
 #   - Session (session true): the globals (one __main__ module), imports, open files and
 #     threads persist from one execution to the next; display(), print() and pyplot.show()
 #     report to the current execution. An execution ends without joining threads or running
@@ -1781,12 +1782,14 @@ def _flush_files(state):
         pass
 
 
-def finish(state, exit_code):
+def finish(state, exit_code, after_report=None):
     if state.stdout is not None:
         _run_exit_handlers()
         _flush_files(state)
     state.reporter.flush_streams(final=True)
     state.reporter.emit({"type": "exit", "code": exit_code})
+    if after_report is not None:
+        after_report()
     os._exit(exit_code)
 
 
@@ -2236,10 +2239,13 @@ class _Server:
                 pass
             exit_code = INTERNAL_ERROR_EXIT
         if not self.session:
+            # The report is complete: "D" lets the host answer now, while this process (pid 1
+            # of its namespace, whose exit takes every other process with it) winds down.
             if state is None:
                 reporter.emit({"type": "exit", "code": exit_code})
+                self.channel.send_done()
                 os._exit(exit_code)
-            finish(state, exit_code)
+            finish(state, exit_code, self.channel.send_done)
         self._end_execution(state, exit_code)
 
     def _name_execution(self, request):

@@ -231,6 +231,9 @@ TEST_F(Warm, ErrorsPointAtTheUsersLine) {
   EXPECT_EQ(r.error->ename, "ZeroDivisionError");
   Result s = Run("def f(:\n  pass");
   EXPECT_EQ(s.status, Status::kSyntaxError) << Describe(s);
+  Result exit3 = Run("import sys\nsys.exit(3)");
+  EXPECT_EQ(exit3.status, Status::kError) << Describe(exit3);
+  EXPECT_EQ(exit3.exit_code, 3);
 }
 
 TEST_F(Warm, TheEnvironmentIsTheSandboxsOwn) {
