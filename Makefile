@@ -5,7 +5,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build run test test-sanitize examples bench clean format
+.PHONY: deps build run test test-sanitize examples bench bench-options clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -28,6 +28,9 @@ test-sanitize:
 
 bench: build
 	@$(BUILD)/execbox_bench $(BUILD)/execbox
+
+bench-options: build
+	@$(BUILD)/execbox_bench_options
 
 clean:
 	rm -rf build build-asan

@@ -1,63 +1,243 @@
 // `make bench`: one table of p50, p95 and throughput, every row measured in the same run and
-// given as a ratio to plain `python3 -c 'print(1)'`. Rows that need a later layer (warm pool,
-// sessions) are added with that layer.
+// given as a ratio to plain `python3 -c 'print(1)'` (plot rows also to the plain-python plot):
+// plain python3, bubblewrap, the cold jail (`execbox run`), the warm pool (Engine::Execute) and
+// a session (Sessions::Execute); then sustained throughput at concurrency 1, 2 and 8, memory
+// per idle session, and the targets of DESIGN.md "Performance intent", met or not.
+//
+//   execbox_bench [EXECBOX] [--quick] [--runs N] [--workers N] [--seconds S] [--sessions N]
 #include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include "engine/warm_engine.h"
+
+extern char** environ;
 
 namespace {
 
+using namespace execbox;
 using Clock = std::chrono::steady_clock;
 
-struct Row {
-  std::string name;
+double MsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+[[noreturn]] void Die(const std::string& why) {
+  std::fprintf(stderr, "bench: %s\n", why.c_str());
+  std::exit(1);
+}
+
+// A prepared command line: posix_spawn (no allocation after fork) so threads may share it.
+struct Command {
   std::vector<std::string> argv;
-  std::vector<double> ms;
+  std::vector<char*> ptrs;
+  explicit Command(std::vector<std::string> a) : argv(std::move(a)) {
+    for (auto& s : argv) ptrs.push_back(s.data());
+    ptrs.push_back(nullptr);
+  }
+  Command(const Command&) = delete;
 };
 
-double RunOnce(const std::vector<std::string>& argv) {
+// Runs to completion with stderr (and stdout, unless captured) to /dev/null; the wall time in ms.
+double RunOnce(const Command& cmd, std::string* captured = nullptr) {
+  int pipe_fds[2] = {-1, -1};
+  if (captured != nullptr && ::pipe2(pipe_fds, O_CLOEXEC) != 0) Die("pipe");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  if (captured != nullptr) {
+    posix_spawn_file_actions_adddup2(&fa, pipe_fds[1], 1);
+  } else {
+    posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  }
   auto start = Clock::now();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int devnull = ::open("/dev/null", O_WRONLY);
-    ::dup2(devnull, 1);
-    ::dup2(devnull, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
+  pid_t pid = -1;
+  int err = posix_spawn(&pid, cmd.ptrs[0], &fa, nullptr, cmd.ptrs.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (err != 0) Die("cannot start " + cmd.argv[0]);
+  if (captured != nullptr) {
+    ::close(pipe_fds[1]);
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(pipe_fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) captured->append(buf, static_cast<size_t>(n));
+    }
+    ::close(pipe_fds[0]);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  double ms = MsSince(start);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "bench: %s failed (status %d)\n", argv[0].c_str(), status);
-    std::exit(1);
+    Die(cmd.argv[0] + " failed (status " + std::to_string(status) + ")");
   }
   return ms;
 }
 
 double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
+double Mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+runtime::PythonProgram Program(const std::string& code) {
+  runtime::PythonProgram p;
+  p.code = code;
+  p.limits.wall_time = std::chrono::seconds(60);
+  return p;
+}
+
+engine::Result Check(Expected<engine::Result> r, const char* what, const char* engine_name) {
+  if (!r) Die(std::string(what) + ": " + r.error().message);
+  if (r->status != engine::Status::kOk) {
+    Die(std::string(what) + ": status " + engine::StatusName(r->status) + ": " + r->stderr_text.text +
+        (r->error ? r->error->ename + ": " + r->error->evalue : ""));
+  }
+  if (r->engine != engine_name)
+    Die(std::string(what) + ": ran on engine " + r->engine + ", not " + engine_name);
+  return std::move(*r);
+}
+
+// Waits until every worker is warm and holds its prepared children (a refill in the background
+// would steal CPU from whatever row is measured next), then lets the machine settle.
+void WaitPoolFull(engine::Pool& pool, std::chrono::milliseconds settle) {
+  const auto& o = pool.options();
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    auto s = pool.Stats();
+    if (s.warm_workers >= o.workers && s.prepared >= o.workers * o.prepared_per_worker) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(settle);
+}
+
+struct LatencyRow {
+  std::string name;
+  bool plot = false;
+  std::function<double()> run;  // one sample, ms
+  std::vector<double> ms;
+  std::string refused;  // non-empty: no numbers, this note instead
+};
+
+// Busy CPU time of the whole machine so far (all cores, /proc/stat), in ms.
+double BusyCpuMs() {
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v[8] = {};
+  int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+                      &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  if (n < 8) return 0;
+  unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // all but idle and iowait
+  return static_cast<double>(busy) * 1000.0 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+// Runs `fn` in `n` threads for `seconds`; completed executions per second, and the machine's
+// busy CPU time per execution.
+double Throughput(int n, double seconds, const std::function<void()>& fn, double* cpu_ms_per_exec) {
+  std::atomic<long> done{0};
+  double cpu_start = BusyCpuMs();
+  auto start = Clock::now();
+  auto deadline = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&] {
+      while (Clock::now() < deadline) {
+        fn();
+        done.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (cpu_ms_per_exec != nullptr)
+    *cpu_ms_per_exec = (BusyCpuMs() - cpu_start) / static_cast<double>(done.load());
+  return static_cast<double>(done.load()) / (MsSince(start) / 1000.0);
+}
+
+std::string LoadAverage() {
+  char buf[64] = {};
+  FILE* f = std::fopen("/proc/loadavg", "r");
+  if (f == nullptr) return "?";
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  std::string s(buf, n);
+  // The 1, 5 and 15 minute averages.
+  size_t cut = 0;
+  for (int spaces = 0; cut < s.size() && spaces < 3; ++cut) spaces += s[cut] == ' ';
+  return s.substr(0, cut > 0 ? cut - 1 : 0);
+}
+
+const char* Met(bool ok) { return ok ? "met" : "NOT met"; }
+
+double Mb(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string execbox = argc > 1 ? argv[1] : "build/execbox";
-  int runs = argc > 2 ? std::atoi(argv[2]) : 20;
+  std::string execbox = "build/execbox";
+  int runs = 20;       // plot samples per row; print(1) rows get twice as many
+  int workers = 1;     // chosen on the 2-core VM (see README): 1 beat 2
+  double seconds = 4;  // per throughput measurement (two halves, interleaved)
+  int session_count = 100;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] {
+      if (i + 1 >= argc) Die(a + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (a == "--quick") {
+      quick = true;
+    } else if (a == "--runs") {
+      runs = std::stoi(next());
+    } else if (a == "--workers") {
+      workers = std::stoi(next());
+    } else if (a == "--seconds") {
+      seconds = std::stod(next());
+    } else if (a == "--sessions") {
+      session_count = std::stoi(next());
+    } else if (a.starts_with("--")) {
+      Die("unknown option " + a +
+          " (usage: execbox_bench [EXECBOX] [--quick] [--runs N] [--workers N] [--seconds S] [--sessions "
+          "N])");
+    } else if (std::all_of(a.begin(), a.end(), ::isdigit)) {
+      runs = std::stoi(a);  // the old positional form
+    } else {
+      execbox = a;
+    }
+  }
+  if (quick) {
+    runs = std::min(runs, 6);
+    seconds = std::min(seconds, 1.5);
+  }
+  const int print_runs = 2 * runs;
+  const std::string load_before = LoadAverage();
+  auto total_start = Clock::now();
+
+  const std::string print1 = "print(1)";
+  // The same code everywhere: the stack imported, one small figure rendered to PNG in memory
+  // and closed (so the agent has no open figure left to capture on top).
   const std::string plot =
-      "import numpy, pandas, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
-      "plt.plot([1, 2, 3])\nplt.savefig('/tmp/bench.png')\n";
+      "import io, numpy, pandas, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+      "fig, ax = plt.subplots(figsize=(4, 3))\nax.plot(numpy.arange(10), pandas.Series(range(10)) ** 2)\n"
+      "buf = io.BytesIO()\nfig.savefig(buf, format='png')\nplt.close(fig)\n";
   std::vector<std::string> bwrap = {"/usr/bin/bwrap",
                                     "--unshare-all",
                                     "--die-with-parent",
@@ -98,26 +278,285 @@ int main(int argc, char** argv) {
     prefix.insert(prefix.end(), rest.begin(), rest.end());
     return prefix;
   };
-  std::vector<Row> rows = {
-      {"python3 -c 'print(1)' (baseline)", {"/usr/bin/python3", "-c", "print(1)"}, {}},
-      {"bwrap python3 -c 'print(1)'", with(bwrap, {"/usr/bin/python3", "-c", "print(1)"}), {}},
-      {"execbox run (cold jail) print(1)", {execbox, "run", "-c", "print(1)"}, {}},
-      {"python3 plot (baseline for plots)", {"/usr/bin/python3", "-c", plot}, {}},
-      {"bwrap python3 plot", with(bwrap, {"/usr/bin/python3", "-c", plot}), {}},
-      {"execbox run (cold jail) plot", {execbox, "run", "-c", plot}, {}},
+  const Command plain_print({"/usr/bin/python3", "-c", print1});
+  const Command bwrap_print(with(bwrap, {"/usr/bin/python3", "-c", print1}));
+  const Command cold_print({execbox, "run", "-c", print1});
+  const Command plain_plot({"/usr/bin/python3", "-c", plot});
+  const Command bwrap_plot(with(bwrap, {"/usr/bin/python3", "-c", plot}));
+  const Command cold_plot({execbox, "run", "-c", plot});
+
+  engine::EngineOptions options;
+  options.pool.workers = static_cast<size_t>(workers);
+  options.pool.prepared_per_worker = 2;
+  options.sessions.max_sessions = static_cast<size_t>(session_count) + 8;
+  auto start = Clock::now();
+  auto created = engine::Engine::Create(options);
+  if (!created) Die("starting the warm engine: " + created.error().message);
+  std::unique_ptr<engine::Engine> eng = std::move(*created);
+  engine::Pool& pool = *eng->pool();
+  engine::Sessions& sessions = *eng->sessions();
+  WaitPoolFull(pool, std::chrono::milliseconds(0));
+  double pool_start_ms = MsSince(start);
+
+  auto session = sessions.Create();
+  if (!session) Die("creating a session: " + session.error().message);
+  const std::string sid = session->id;
+  auto fork = sessions.Fork(sid);
+  std::string fork_refusal = fork ? "" : fork.error().message;
+  if (fork) Die("Sessions::Fork unexpectedly succeeded; the bench does not measure it yet");
+
+  const auto settle = std::chrono::milliseconds(75);
+  std::vector<double> warm_setup_ms;
+  auto warm = [&](const std::string& code) {
+    auto p = Program(code);
+    auto t = Clock::now();
+    auto r = Check(eng->Execute(p), "warm pool", "warm");
+    double ms = MsSince(t);
+    warm_setup_ms.push_back(static_cast<double>(r.usage.setup_ms));
+    WaitPoolFull(pool, settle);  // outside the sample: the next request finds a prepared child
+    return ms;
   };
-  // Interleave rows so a burst of machine noise hits all of them alike.
-  for (int i = 0; i < runs; ++i) {
-    for (auto& row : rows) row.ms.push_back(RunOnce(row.argv));
+  auto in_session = [&](const std::string& code) {
+    auto p = Program(code);
+    auto t = Clock::now();
+    auto r = sessions.Execute(sid, p);
+    double ms = MsSince(t);
+    if (!r) Die("session: " + r.error().message);
+    Check(std::move(*r), "session", "session");
+    return ms;
+  };
+
+  std::vector<LatencyRow> rows = {
+      {"python3 -c (baseline)", false, [&] { return RunOnce(plain_print); }},
+      {"bwrap, locked down", false, [&] { return RunOnce(bwrap_print); }},
+      {"execbox run (cold jail)", false, [&] { return RunOnce(cold_print); }},
+      {"warm pool (Engine::Execute)", false, [&] { return warm(print1); }},
+      {"session (Sessions::Execute)", false, [&] { return in_session(print1); }},
+      {"session fork (Sessions::Fork)", false, nullptr, {}, fork_refusal},
+      {"python3 -c (baseline for plots)", true, [&] { return RunOnce(plain_plot); }},
+      {"bwrap, locked down", true, [&] { return RunOnce(bwrap_plot); }},
+      {"execbox run (cold jail)", true, [&] { return RunOnce(cold_plot); }},
+      {"warm pool (Engine::Execute)", true, [&] { return warm(plot); }},
+      {"session (Sessions::Execute)", true, [&] { return in_session(plot); }},
+  };
+  enum {
+    kPlain = 0,
+    kBwrap,
+    kCold,
+    kWarm,
+    kSession,
+    kFork,
+    kPlainPlot,
+    kBwrapPlot,
+    kColdPlot,
+    kWarmPlot,
+    kSessionPlot
+  };
+
+  // Warm-up: page cache, matplotlib's font cache for plain python3, the session's first plot.
+  for (int i = 0; i < 2; ++i) {
+    for (auto& row : rows) {
+      if (row.run && (i == 0 || !row.plot)) row.run();
+    }
   }
-  double base = Percentile(rows[0].ms, 0.5);
-  double plot_base = Percentile(rows[3].ms, 0.5);
-  std::printf("%-40s %9s %9s %10s %14s\n", "row", "p50 ms", "p95 ms", "runs/s", "p50 ratio");
+  warm_setup_ms.clear();
+  const uint64_t on_demand_before = pool.Stats().spawned_on_demand;
+  // Interleaved, so a burst of machine noise hits every row alike.
+  for (int i = 0; i < print_runs; ++i) {
+    for (auto& row : rows) {
+      if (!row.run || (row.plot && i % 2 == 1)) continue;
+      row.ms.push_back(row.run());
+    }
+  }
+
+  const uint64_t warm_on_demand = pool.Stats().spawned_on_demand - on_demand_before;
+  // Where a warm print(1) spends its time: Engine::Execute's steps, timed one by one.
+  std::vector<double> acquire_ms, handover_ms, run_ms, rest_ms, assemble_ms, release_ms;
+  for (int i = 0; i < std::max(6, runs / 2); ++i) {
+    auto p = Program(print1);
+    auto t0 = Clock::now();
+    auto request = runtime::MakeRequest(p, true);
+    auto child = pool.Acquire(p.limits, false);
+    if (!request || !child) Die("warm breakdown: acquire failed");
+    auto t1 = Clock::now();
+    auto outcome = (*child)->Execute(*request, p.stdin_data, p.limits, {});
+    if (!outcome) Die("warm breakdown: " + outcome.error().message);
+    auto t15 = Clock::now();
+    engine::Result r = engine::AssembleResult(p, p.limits, *outcome);
+    auto t2 = Clock::now();
+    assemble_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t15).count());
+    child->reset();
+    auto t3 = Clock::now();
+    acquire_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    handover_ms.push_back(static_cast<double>(r.usage.setup_ms));
+    run_ms.push_back(static_cast<double>(r.usage.wall_ms));
+    rest_ms.push_back(std::chrono::duration<double, std::milli>(t15 - t1).count() -
+                      static_cast<double>(r.usage.setup_ms + r.usage.wall_ms));
+    release_ms.push_back(std::chrono::duration<double, std::milli>(t3 - t2).count());
+    WaitPoolFull(pool, settle);
+  }
+
+  // What the pool does per execution off the request path: fork + isolate a child, and end one.
+  std::vector<double> spawn_ms, kill_ms;
+  for (int i = 0; i < std::max(6, runs / 2); ++i) {
+    auto t = Clock::now();
+    auto child = pool.Acquire(jail::Limits{}, true);  // a session child: always forked on demand
+    if (!child) Die("spawn on demand: " + child.error().message);
+    spawn_ms.push_back(MsSince(t));
+    t = Clock::now();
+    child->reset();
+    kill_ms.push_back(MsSince(t));
+    std::this_thread::sleep_for(settle);
+  }
+
+  // And where a cold `execbox run` spends its time, from its own --json report.
+  const Command cold_json({execbox, "run", "--json", "-c", print1});
+  std::vector<double> cold_total_ms, cold_setup_ms, cold_wall_ms;
+  for (int i = 0; i < std::max(6, runs / 2); ++i) {
+    std::string out;
+    cold_total_ms.push_back(RunOnce(cold_json, &out));
+    auto j = nlohmann::json::parse(out, nullptr, false);
+    if (j.is_discarded() || !j.contains("usage")) Die("execbox run --json: unreadable output: " + out);
+    cold_setup_ms.push_back(j["usage"].value("setup_ms", 0.0));
+    cold_wall_ms.push_back(j["usage"].value("wall_ms", 0.0));
+  }
+
+  // Sustained throughput: no pauses. Each figure is two halves, plain and warm alternating.
+  const int levels[] = {1, 2, 8};
+  double plain_rate[3] = {}, warm_rate[3] = {}, plain_cpu[3] = {}, warm_cpu[3] = {};
+  for (int half = 0; half < 2; ++half) {
+    for (int l = 0; l < 3; ++l) {
+      double cpu = 0;
+      plain_rate[l] += Throughput(
+                           levels[l], seconds / 2, [&] { RunOnce(plain_print); }, &cpu) /
+                       2;
+      plain_cpu[l] += cpu / 2;
+      WaitPoolFull(pool, settle);
+      warm_rate[l] +=
+          Throughput(
+              levels[l], seconds / 2,
+              [&] { Check(eng->Execute(Program(print1)), "warm pool throughput", "warm"); }, &cpu) /
+          2;
+      warm_cpu[l] += cpu / 2;
+      WaitPoolFull(pool, settle);
+    }
+  }
+  auto stats = pool.Stats();
+
+  // Memory: one idle session, then `session_count` of them.
+  auto one = sessions.Create();
+  if (!one) Die("creating a session: " + one.error().message);
+  if (auto r = sessions.Execute(one->id, Program("x = 1")); !r) Die("session: " + r.error().message);
+  auto one_info = sessions.Info(one->id);
+  if (!one_info) Die("session info: " + one_info.error().message);
+  (void)sessions.Delete(one->id);
+  (void)sessions.Delete(sid);
+  start = Clock::now();
+  std::vector<std::string> many;
+  for (int i = 0; i < session_count; ++i) {
+    auto s = sessions.Create();
+    if (!s) Die("creating session " + std::to_string(i + 1) + ": " + s.error().message);
+    if (auto r = sessions.Execute(s->id, Program("x = 1")); !r) Die("session: " + r.error().message);
+    many.push_back(s->id);
+  }
+  double create_many_ms = MsSince(start);
+  uint64_t many_private = 0, many_pss = 0;
+  size_t listed = 0;
+  for (const auto& info : sessions.List()) {
+    many_private += info.private_bytes;
+    many_pss += info.pss_bytes;
+    ++listed;
+  }
+  for (const auto& id : many) (void)sessions.Delete(id);
+
+  // The table.
+  double base = Percentile(rows[kPlain].ms, 0.5);
+  double plot_base = Percentile(rows[kPlainPlot].ms, 0.5);
+  std::printf(
+      "execbox bench: %d print(1) and %d plot samples per row, interleaved; %d CPUs; load average %s "
+      "at start, %s at end\n",
+      print_runs, runs, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)), load_before.c_str(),
+      LoadAverage().c_str());
+  std::printf(
+      "warm pool: %zu worker(s), %zu prepared per worker, full after %.0f ms%s.\n"
+      "Latency rows wait for the pool to refill + %lld ms after each warm sample, so each finds a\n"
+      "prepared child; throughput rows run without pauses. Ratios are of p50s.\n\n",
+      pool.options().workers, pool.options().prepared_per_worker, pool_start_ms,
+      workers == 1 ? " (1 worker: 2 gave no more throughput on 2 cores,\nfor twice the zygote memory; "
+                     "--workers N to change)"
+                   : "",
+      static_cast<long long>(settle.count()));
+  std::printf("%-34s %9s %9s %9s %11s %11s\n", "print(1)", "p50 ms", "p95 ms", "1/p50 /s", "vs print(1)",
+              "vs py plot");
   for (size_t i = 0; i < rows.size(); ++i) {
-    double p50 = Percentile(rows[i].ms, 0.5);
-    double ref = i < 3 ? base : plot_base;
-    std::printf("%-40s %9.1f %9.1f %10.1f %8.2fx %s\n", rows[i].name.c_str(), p50,
-                Percentile(rows[i].ms, 0.95), 1000.0 / p50, p50 / ref, i < 3 ? "print" : "plot");
+    const auto& row = rows[i];
+    if (i == kPlainPlot) {
+      std::printf("%-34s\n", "import numpy,pandas,matplotlib + PNG");
+    }
+    if (!row.refused.empty()) {
+      std::printf("  %-32s n/a (refused: see note)\n", row.name.c_str());
+      continue;
+    }
+    double p50 = Percentile(row.ms, 0.5);
+    std::printf("  %-32s %9.1f %9.1f %9.1f %10.2fx", row.name.c_str(), p50, Percentile(row.ms, 0.95),
+                1000.0 / p50, p50 / base);
+    if (row.plot) std::printf(" %10.2fx", p50 / plot_base);
+    std::printf("\n");
   }
+  std::printf("%-34s %9s %9s %9s\n", "throughput print(1), execs/s", "c=1", "c=2", "c=8");
+  std::printf("  %-32s %9.1f %9.1f %9.1f\n", "python3 -c, N at a time", plain_rate[0], plain_rate[1],
+              plain_rate[2]);
+  std::printf("  %-32s %9.1f %9.1f %9.1f\n", "warm pool, N threads", warm_rate[0], warm_rate[1],
+              warm_rate[2]);
+  std::printf("  %-32s %8.2fx %8.2fx %8.2fx\n", "warm / plain", warm_rate[0] / plain_rate[0],
+              warm_rate[1] / plain_rate[1], warm_rate[2] / plain_rate[2]);
+  std::printf("  %-32s %9.1f %9.1f %9.1f\n", "CPU ms/exec (machine): python3", plain_cpu[0], plain_cpu[1],
+              plain_cpu[2]);
+  std::printf("  %-32s %9.1f %9.1f %9.1f\n", "CPU ms/exec (machine): warm", warm_cpu[0], warm_cpu[1],
+              warm_cpu[2]);
+  std::printf("%-34s %9s %9s\n", "memory (smaps_rollup), MB", "private", "PSS");
+  std::printf("  %-32s %9.1f %9.1f\n", "1 idle session (after x = 1)", Mb(one_info->private_bytes),
+              Mb(one_info->pss_bytes));
+  std::printf("  %-32s %9.1f %9.1f\n", (std::to_string(listed) + " idle sessions, total").c_str(),
+              Mb(many_private), Mb(many_pss));
+  std::printf("  %-32s %9.1f %9.1f\n", "  per session", Mb(many_private) / static_cast<double>(listed),
+              Mb(many_pss) / static_cast<double>(listed));
+
+  std::printf("\nnote: session fork refused: %s\n", fork_refusal.c_str());
+  std::printf(
+      "warm print(1), where the time goes (mean of %zu): acquire %.2f ms, hand-over (setup_ms) %.1f ms,\n"
+      "  code to exit (wall_ms) %.1f ms, after exit %.1f ms, assemble %.2f ms, release child %.2f ms;\n"
+      "  setup_ms in the warm rows above: mean %.1f ms\n",
+      acquire_ms.size(), Mean(acquire_ms), Mean(handover_ms), Mean(run_ms), Mean(rest_ms), Mean(assemble_ms),
+      Mean(release_ms), Mean(warm_setup_ms));
+  std::printf(
+      "off the request path, per execution: fork + isolate a child %.1f ms, end an idle one %.1f ms\n",
+      Mean(spawn_ms), Mean(kill_ms));
+  std::printf(
+      "cold `execbox run --json` print(1) (mean of %zu): %.1f ms = jail set-up (setup_ms) %.1f ms\n"
+      "  + interpreter, agent, code and exit (wall_ms) %.1f ms + the CLI's own start and report %.1f ms\n",
+      cold_total_ms.size(), Mean(cold_total_ms), Mean(cold_setup_ms), Mean(cold_wall_ms),
+      Mean(cold_total_ms) - Mean(cold_setup_ms) - Mean(cold_wall_ms));
+  std::printf("warm latency samples that found no prepared child: %llu of %zu\n",
+              static_cast<unsigned long long>(warm_on_demand),
+              rows[kWarm].ms.size() + rows[kWarmPlot].ms.size());
+  std::printf(
+      "pool over the run: %llu spawned on demand, %llu workers replaced; %zu sessions created in %.1f s\n",
+      static_cast<unsigned long long>(stats.spawned_on_demand),
+      static_cast<unsigned long long>(stats.workers_replaced), listed, create_many_ms / 1000.0);
+
+  double warm_r = Percentile(rows[kWarm].ms, 0.5) / base;
+  double warm_plot_r = Percentile(rows[kWarmPlot].ms, 0.5) / plot_base;
+  double cold_r = Percentile(rows[kCold].ms, 0.5) / base;
+  double tput_r = warm_rate[2] / plain_rate[2];
+  double idle_mb = Mb(one_info->private_bytes);
+  std::printf("\ntargets (DESIGN.md):\n");
+  std::printf("  warm print(1) p50 <= 0.10x plain          %6.3fx %s\n", warm_r, Met(warm_r <= 0.10));
+  std::printf("  warm plot p50 <= 0.12x plain plot         %6.3fx %s\n", warm_plot_r,
+              Met(warm_plot_r <= 0.12));
+  std::printf("  cold jail print(1) p50 <= 1.3x plain      %6.3fx %s\n", cold_r, Met(cold_r <= 1.3));
+  std::printf("  warm throughput c=8 >= 2x plain c=8       %6.3fx %s\n", tput_r, Met(tput_r >= 2.0));
+  std::printf("  idle session <= 10 MB private             %6.1f MB %s\n", idle_mb, Met(idle_mb <= 10.0));
+  std::printf("\n(bench took %.0f s)\n", MsSince(total_start) / 1000.0);
   return 0;
 }
