@@ -95,7 +95,8 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
           w->prepared.pop_front();
           if (!child->Probe()) continue;
           next_ = (next_ + i + 1) % workers_.size();
-          wake_.notify_all();
+          // No refill yet: forking the next child now would compete for the CPU with this
+          // request. Retire() (when the request is done) or the next timer tick starts it.
           return child;
         }
       }
@@ -123,6 +124,7 @@ void Pool::Retire(std::unique_ptr<jail::WarmChild> child) {
     retiring_.push_back(std::move(child));
   }
   retire_wake_.notify_one();
+  wake_.notify_all();  // the request is done: time to prepare the next child
 }
 
 PoolStats Pool::Stats() {
@@ -183,7 +185,7 @@ void Pool::Refill() {
         std::fprintf(stderr, "execbox: warm child failed: %s\n", child.error().message.c_str());
       }
     }
-    if (!worked) wake_.wait_for(lock, std::chrono::milliseconds(500));
+    if (!worked) wake_.wait_for(lock, std::chrono::milliseconds(100));
   }
 }
 

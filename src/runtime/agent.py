@@ -2167,6 +2167,7 @@ class _Server:
         self.reporter = Reporter(None, DEFAULTS["max_stream_event_bytes"])
         os.register_at_fork(after_in_child=self.reporter.after_fork_in_child)
         self.executions = 0
+        self.reseeded = False
         self.state = None  # the current execution's: display() reports to it
         # A session's, kept across executions:
         self.tracker = None
@@ -2175,7 +2176,33 @@ class _Server:
         self.path_entry = None  # the work dir, first on sys.path
         self.sources = {}  # filename -> source of each execution
 
+    def prewarm(self):
+        """Before any request: what every execution's first steps do, on a throwaway cell, so
+        that the copy-on-write faults of a fresh fork (slow on some VMs) and the reseeding
+        happen here, ahead of demand, not in the request. Nothing of it stays: its globals,
+        its report (to /dev/null) and its linecache entry are dropped."""
+        _reseed_randomness()
+        self.reseeded = True
+        reporter = Reporter(os.dup(self.null_out), DEFAULTS["max_stream_event_bytes"])
+        try:
+            raw = json.loads(json.dumps({"mode": "run", "code": "x = [1]\nx", "filename": "<execbox-prewarm>",
+                                         "policy": None}))
+            request = parse_request(raw)
+            state = State(request, reporter)
+            _tree, body_code, last_code, _show, _warnings = compile_cell(request["code"], request["filename"])
+            scratch = {"__builtins__": builtins}
+            value = _execute(body_code, last_code, scratch)
+            data, metadata = state.formatter.bundle(value)
+            reporter.emit({"type": "result", "data": data, "metadata": metadata})
+            reporter.emit({"type": "exit", "code": 0})
+        except Exception:  # noqa: BLE001 - only an optimisation
+            pass
+        finally:
+            linecache.cache.pop("<execbox-prewarm>", None)
+            reporter.close()
+
     def loop(self):
+        self.prewarm()
         while True:
             try:
                 received = self.channel.receive()
@@ -2199,7 +2226,7 @@ class _Server:
             _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # the code may have changed them
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)
             sys.stdin = sys.__stdin__ = _new_stdin()
-            if self.executions == 1:
+            if self.executions == 1 and not self.reseeded:
                 _reseed_randomness()
             try:
                 raw = json.loads(body.decode("utf-8", "replace"))
