@@ -3,6 +3,7 @@
 
 #include "cli/check_command.h"
 #include "cli/doctor_command.h"
+#include "cli/repl_command.h"
 #include "cli/run_command.h"
 
 int main(int argc, char** argv) {
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "execbox 0.1.0");
   int exit_status = 0;
   execbox::cli::AddRunCommand(app, exit_status);
+  execbox::cli::AddReplCommand(app, exit_status);
   execbox::cli::AddCheckCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
   try {

@@ -6,6 +6,7 @@
 
 #include "base/io.h"
 #include "cli/keep_files.h"
+#include "cli/limit_options.h"
 #include "cli/source.h"
 #include "engine/engine.h"
 #include "engine/result_json.h"
@@ -17,9 +18,7 @@ struct RunArgs {
   std::string source;  // FILE or "-"
   std::string code;    // -c
   bool json = false;
-  double timeout = 0, cpu_time = 0;
-  std::string memory, output_limit, disk;
-  uint32_t max_processes = 0;
+  LimitArgs limits;
   std::string stdin_file;
   std::vector<std::string> files;
   std::string keep_files;
@@ -30,23 +29,6 @@ const char* const kExitCodes =
     "Exit status: the code's own exit status when it ran to the end (0 ok, 1 uncaught exception or\n"
     "syntax error, n for sys.exit(n)); 124 timeout (wall or CPU); 137 memory limit; 125 output limit;\n"
     "128+N killed by signal N; 70 internal error (the jail could not be built); 2 bad usage.";
-
-Status ApplyLimits(const RunArgs& a, jail::Limits& l) {
-  if (a.timeout > 0) l.wall_time = std::chrono::milliseconds(static_cast<int64_t>(a.timeout * 1000));
-  if (a.cpu_time > 0) l.cpu_time = std::chrono::milliseconds(static_cast<int64_t>(a.cpu_time * 1000));
-  if (a.max_processes > 0) l.max_processes = a.max_processes;
-  auto size = [](const std::string& text, uint64_t& out) -> Status {
-    if (text.empty()) return {};
-    auto v = ParseSize(text);
-    if (!v) return std::unexpected(v.error());
-    out = *v;
-    return {};
-  };
-  if (auto s = size(a.memory, l.memory_bytes); !s) return s;
-  if (auto s = size(a.output_limit, l.output_bytes); !s) return s;
-  if (auto s = size(a.disk, l.work_dir_bytes); !s) return s;
-  return {};
-}
 
 Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
   runtime::PythonProgram p;
@@ -61,7 +43,7 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
     if (!in) return std::unexpected(in.error());
     p.stdin_data = std::move(*in);
   }
-  if (auto s = ApplyLimits(a, p.limits); !s) return std::unexpected(s.error());
+  if (auto s = ApplyLimits(a.limits, p.limits); !s) return std::unexpected(s.error());
   if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
   // Each input is read with the room left in the work dir as its cap, so a file that cannot
   // fit is refused before it is held in memory.
@@ -156,31 +138,18 @@ int Run(const RunArgs& a) {
 
 void AddRunCommand(CLI::App& app, int& exit_status) {
   auto args = std::make_shared<RunArgs>();
-  jail::Limits defaults;
   CLI::App* run = app.add_subcommand("run", "Run Python code in a fresh sandbox");
   run->footer(kExitCodes);
   run->add_option("source", args->source, "Python file to run, or - for standard input");
   run->add_option("-c,--code", args->code, "Python code to run");
   run->add_flag("--json", args->json, "Print one JSON result instead of streaming output");
-  run->add_option("--timeout", args->timeout, "Wall-time limit in seconds")
-      ->check(CLI::PositiveNumber)
-      ->default_str(std::to_string(defaults.wall_time.count() / 1000));
-  run->add_option("--cpu-time", args->cpu_time, "CPU-time limit in seconds")
-      ->check(CLI::PositiveNumber)
-      ->default_str(std::to_string(defaults.cpu_time.count() / 1000));
-  run->add_option("--memory", args->memory, "Memory limit (e.g. 256M)")->default_str("256M");
-  run->add_option("--max-processes", args->max_processes, "Processes + threads")
-      ->check(CLI::Range(1u, 100000u))
-      ->default_str(std::to_string(defaults.max_processes));
-  run->add_option("--output-limit", args->output_limit, "Bytes kept per output stream (head + tail)")
-      ->default_str("1M");
-  run->add_option("--disk", args->disk, "Size of the work dir (and the largest file)")->default_str("64M");
+  AddLimitOptions(*run, args->limits);
+  run->add_option("--disk", args->limits.disk, "Size of the work dir (and the largest file)")
+      ->default_str("64M");
   run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
-  run->add_option("--policy", args->policy,
-                  "Lint profile checked before running: permissive (refuses nothing) or strict")
-      ->default_str("permissive");
+  AddPolicyOption(*run, args->policy);
   run->callback([args, &exit_status] { exit_status = Run(*args); });
 }
 
