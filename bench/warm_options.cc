@@ -37,9 +37,10 @@ Stat Measure(engine::Engine& e, const std::string& code, int runs, bool pause) {
     auto r = e.Execute(p);
     double took = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (!r || r->status != engine::Status::kOk) {
-      std::fprintf(stderr, "bench-options: a run failed: %s\n", r ? engine::StatusName(r->status) : r.error().message.c_str());
+      std::fprintf(stderr, "bench-options: a run failed: %s\n",
+                   r ? engine::StatusName(r->status) : r.error().message.c_str());
     }
-    if (i >= 2) ms.push_back(took);  // two warm-up runs
+    if (i >= 2) ms.push_back(took);                                          // two warm-up runs
     if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the pool refill
   }
   std::sort(ms.begin(), ms.end());
@@ -87,8 +88,8 @@ int main(int argc, char** argv) {
       }
       (void)(*e)->sessions()->Delete(s->id);
     }
-    std::printf("%-28s %8.1fms %8.1fms %8.1fms %8.1fms %10.1fMB %8.1fMB\n", c.name, print.p50, print.p95, plot.p50,
-                plot.p95, priv, pss);
+    std::printf("%-28s %8.1fms %8.1fms %8.1fms %8.1fms %10.1fMB %8.1fMB\n", c.name, print.p50, print.p95,
+                plot.p50, plot.p95, priv, pss);
     std::fflush(stdout);
   }
   return 0;

@@ -13,8 +13,9 @@ namespace {
 jail::Check WarmCheck() {
   using Clock = std::chrono::steady_clock;
   jail::Check c{.layer = "warm workers (pool, sessions)", .required = false};
-  c.fix = "warm workers take per-execution limits from cgroups: run as root, or in a systemd unit "
-          "or scope with Delegate=yes on cgroup v2; `execbox run` works without them";
+  c.fix =
+      "warm workers take per-execution limits from cgroups: run as root, or in a systemd unit "
+      "or scope with Delegate=yes on cgroup v2; `execbox run` works without them";
   auto policy = runtime::MakeWorkerPolicy({.preload = {}, .warm_plot = false});
   if (!policy) {
     c.detail = policy.error().message;
@@ -32,10 +33,12 @@ jail::Check WarmCheck() {
     c.detail = "the zygote started but could not isolate a child: " + child.error().message;
     return c;
   }
-  auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
   c.ok = true;
-  c.detail = "a zygote started in " + ms(started - start) + " ms (nothing preloaded) and isolated a child in " +
-             ms(Clock::now() - started) + " ms";
+  c.detail = "a zygote started in " + ms(started - start) +
+             " ms (nothing preloaded) and isolated a child in " + ms(Clock::now() - started) + " ms";
   return c;
 }
 

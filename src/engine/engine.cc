@@ -159,7 +159,8 @@ int ProcessExitCode(const Result& r) {
   return 70;
 }
 
-Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits, jail::Outcome& outcome) {
+Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits,
+                      jail::Outcome& outcome) {
   Result r;
   r.limits = limits;
   r.stdout_text = ToStream(outcome.stdout_capture);

@@ -21,6 +21,7 @@ struct ExecuteOptions {
 Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options = {});
 
 // Turns what the jail saw (and the agent reported) into the Result; shared by every path.
-Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits, jail::Outcome& outcome);
+Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits,
+                      jail::Outcome& outcome);
 
 }  // namespace execbox::engine

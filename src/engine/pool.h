@@ -21,7 +21,7 @@
 namespace execbox::engine {
 
 struct PoolOptions {
-  size_t workers = 0;             // 0: one per two cores, at least one
+  size_t workers = 0;              // 0: one per two cores, at least one
   size_t prepared_per_worker = 2;  // children kept forked and locked down, per worker
   runtime::WorkerOptions worker;
   jail::Limits limits;  // prepared children are made for these (requests may change time,

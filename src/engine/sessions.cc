@@ -16,7 +16,8 @@ std::string NewSessionId() {
   if (!ok) {
     // Not secret material: ids are names, access control is the API key's job.
     static uint64_t counter = 0;
-    std::snprintf(reinterpret_cast<char*>(bytes), sizeof bytes, "%015llu", static_cast<unsigned long long>(++counter));
+    std::snprintf(reinterpret_cast<char*>(bytes), sizeof bytes, "%015llu",
+                  static_cast<unsigned long long>(++counter));
   }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string id = "s_";
@@ -165,7 +166,9 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
   }
   Result r = AssembleResult(program, program.limits, *outcome);
   r.engine = "session";
-  r.session = SessionState{.id = s->id, .generation = s->generation, .preserved = !s->next_reply_lost,
+  r.session = SessionState{.id = s->id,
+                           .generation = s->generation,
+                           .preserved = !s->next_reply_lost,
                            .lost_reason = s->lost_reason};
   if (s->child->alive()) {
     s->next_reply_lost = false;  // said once: from here on the new state is kept

@@ -9,8 +9,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <expected>
 #include <cstdint>
+#include <expected>
 #include <functional>
 #include <map>
 #include <memory>

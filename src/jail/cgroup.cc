@@ -755,7 +755,8 @@ CgroupUsage Cgroup::ReadUsage() const {
 
 Status Cgroup::SetLimits(const CgroupLimits& limits) {
   if (dirs_.empty()) return {};
-  return tier_ == CgroupTier::kV2 ? ApplyV2Limits(dirs_.front(), limits, DetectCgroups()) : ApplyV1Limits(dirs_, limits);
+  return tier_ == CgroupTier::kV2 ? ApplyV2Limits(dirs_.front(), limits, DetectCgroups())
+                                  : ApplyV1Limits(dirs_, limits);
 }
 
 void Cgroup::ResetPeak() {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -21,13 +22,10 @@
 #include <csignal>
 #include <cstring>
 
-#include <linux/securebits.h>
-
 #include "jail/child_fs.h"
 #include "jail/child_plan.h"
 #include "jail/lockdown.h"
 #include "jail/wire.h"
-
 
 namespace execbox::jail {
 namespace {

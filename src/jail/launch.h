@@ -28,7 +28,6 @@ struct Channels {
 // `report_socket` makes the report channel a SOCK_SEQPACKET socketpair (a zygote's commands).
 Expected<Channels> MakeChannels(bool report, bool report_socket, bool control);
 
-
 // A jail whose init is running with the code started (or starting).
 struct Launched {
   pid_t init = -1;

@@ -233,11 +233,10 @@ Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
                  .hooks = &hooks,
                  .cgroup = cgroup,
                  // Killing the init ends its pid namespace; the cgroup catches anything half-way.
-                 .kill_tree =
-                     [init, cgroup] {
-                       ::kill(init, SIGKILL);
-                       if (cgroup != nullptr) cgroup->KillAll();
-                     }};
+                 .kill_tree = [init, cgroup] {
+                   ::kill(init, SIGKILL);
+                   if (cgroup != nullptr) cgroup->KillAll();
+                 }};
   Watch watch(spec, ch, out);
   watch.Loop();
   ::waitpid(l.init, nullptr, __WALL);

@@ -61,7 +61,7 @@ struct CollectedFile {
 
 struct Outcome {
   Ending ending = Ending::kExited;
-  int exit_code = 0;    // when kExited
+  int exit_code = 0;  // when kExited
   // A warm child said it was done (its report complete) before its process had ended: the
   // exit code is then the one in its report, and the process winds down after the answer.
   bool ended_by_report = false;

@@ -54,8 +54,8 @@ void Send(int control, wire::Kind kind, int64_t a = 0, int64_t b = 0, int64_t c 
 // Owned by the caller's ids (the one mapped id, 1000): id 0 does not exist in this namespace.
 int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* mode) noexcept {
   char options[160];
-  std::snprintf(options, sizeof options, "size=%llu,nr_inodes=%llu,mode=%s", static_cast<unsigned long long>(bytes),
-                static_cast<unsigned long long>(inodes), mode);
+  std::snprintf(options, sizeof options, "size=%llu,nr_inodes=%llu,mode=%s",
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(inodes), mode);
   return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
 }
 
@@ -93,8 +93,11 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
     int resource;
     rlim_t value;
   } limits[] = {
-      {RLIMIT_FSIZE, spec.work_dir_bytes}, {RLIMIT_NOFILE, spec.open_files}, {RLIMIT_CORE, 0},
-      {RLIMIT_MSGQUEUE, 0},                {RLIMIT_MEMLOCK, memlock},
+      {RLIMIT_FSIZE, spec.work_dir_bytes},
+      {RLIMIT_NOFILE, spec.open_files},
+      {RLIMIT_CORE, 0},
+      {RLIMIT_MSGQUEUE, 0},
+      {RLIMIT_MEMLOCK, memlock},
   };
   for (const auto& l : limits) {
     struct rlimit rl {
@@ -134,8 +137,9 @@ struct FileStamp {
   struct timespec mtime, ctime;
   off_t size;
   bool operator==(const FileStamp& o) const {
-    return ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec &&
-           ctime.tv_sec == o.ctime.tv_sec && ctime.tv_nsec == o.ctime.tv_nsec;
+    return ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec &&
+           mtime.tv_nsec == o.mtime.tv_nsec && ctime.tv_sec == o.ctime.tv_sec &&
+           ctime.tv_nsec == o.ctime.tv_nsec;
   }
 };
 
@@ -158,7 +162,8 @@ struct ChangedFiles {
 };
 
 // Waits for the code's process; stops it when told; sends files back.
-[[noreturn]] void Keep(const WarmChildSpec& spec, int control, pid_t code, int sigfd, const ZygoteSetup& setup) {
+[[noreturn]] void Keep(const WarmChildSpec& spec, int control, pid_t code, int sigfd,
+                       const ZygoteSetup& setup) {
   ChildPlan plan;
   plan.control = control;
   plan.work_dir = setup.work_dir;
@@ -192,8 +197,8 @@ struct ChangedFiles {
     // The code's process was pid 1 of its namespace: the kernel has killed and reaped the rest.
     struct rusage all {};
     ::getrusage(RUSAGE_CHILDREN, &all);
-    int64_t cpu_us = (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000000LL + all.ru_utime.tv_usec +
-                     all.ru_stime.tv_usec;
+    int64_t cpu_us =
+        (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000000LL + all.ru_utime.tv_usec + all.ru_stime.tv_usec;
     Send(control, wire::Kind::kExited, status, cpu_us, all.ru_maxrss);
     if (spec.session == 0 && spec.collect != 0) SendOutputs(plan);
     Send(control, wire::Kind::kDone);
@@ -210,9 +215,11 @@ struct ChangedFiles {
   wire::Header go{};
   if (!wire::ReadExact(control, &go, sizeof go) || go.kind != wire::Kind::kGo) ::_exit(1);
 
-  constexpr int kFlags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+  constexpr int kFlags =
+      CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   if (::unshare(kFlags) != 0) KeeperFail(control, "unshare mount, pid, net, ipc, uts, cgroup namespaces");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) KeeperFail(control, "make / private");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    KeeperFail(control, "make / private");
   if (MountTmpfs(setup.work_dir, spec.work_dir_bytes, spec.inodes, "0700") != 0)
     KeeperFail(control, "mount the work dir");
   if (MountTmpfs("/tmp", spec.tmp_bytes, spec.inodes, "1777") != 0) KeeperFail(control, "mount /tmp");
@@ -259,7 +266,8 @@ bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& chan
   for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count && nfds < 4; ++i) std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+    for (size_t i = 0; i < count && nfds < 4; ++i)
+      std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
   }
   valid = n == static_cast<ssize_t>(sizeof spec) && spec.magic == kWarmSpawnMagic && nfds == 2 &&
           (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
@@ -279,7 +287,8 @@ void ServeZygote(int command_fd, const ZygoteReady& ready, const ZygoteSetup& se
   ::signal(SIGPIPE, SIG_IGN);
   // Not dumpable: nothing in the jail may ptrace the zygote or read its memory through /proc.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (::send(command_fd, &ready, sizeof ready, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ready)) ::_exit(1);
+  if (::send(command_fd, &ready, sizeof ready, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ready))
+    ::_exit(1);
   if (ready.ok == 0) ::_exit(1);
   for (;;) {
     WarmChildSpec spec{};

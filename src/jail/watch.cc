@@ -148,8 +148,7 @@ void Watch::ReadControl() {
     case wire::Kind::kOutputFile: {
       std::string name(static_cast<size_t>(std::clamp<int64_t>(h.a, 0, 4096)), '\0');
       std::string content;
-      bool ok = h.a > 0 && h.a <= 4096 && h.b >= 0 &&
-                static_cast<uint64_t>(h.b) <= spec_.max_file_bytes &&
+      bool ok = h.a > 0 && h.a <= 4096 && h.b >= 0 && static_cast<uint64_t>(h.b) <= spec_.max_file_bytes &&
                 wire::ReadExact(fd, name.data(), name.size());
       if (ok) {
         content.resize(static_cast<size_t>(h.b));
@@ -257,7 +256,6 @@ void Watch::Loop() {
   }
   if (ended_at_ == Clock::time_point{}) ended_at_ = Clock::now();
 }
-
 
 void Watch::Collect() {
   if (!control_open_ || exited_) return;

@@ -87,7 +87,8 @@ bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t
 std::string ControlFailure(const wire::Header& h) {
   wire::Header copy = h;
   copy.text[sizeof copy.text - 1] = '\0';
-  return std::string("warm child setup failed at '") + copy.text + "': " + std::strerror(static_cast<int>(h.a));
+  return std::string("warm child setup failed at '") + copy.text +
+         "': " + std::strerror(static_cast<int>(h.a));
 }
 
 CgroupLimits ChildCgroupLimits(const Limits& l) {
@@ -127,7 +128,8 @@ Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chron
     struct pollfd p[2] = {{.fd = command, .events = POLLIN, .revents = 0},
                           {.fd = control, .events = POLLIN, .revents = 0}};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return Fail("the zygote did not become warm within the start-up timeout; log: " + z->RecentLog());
+    if (left <= 0)
+      return Fail("the zygote did not become warm within the start-up timeout; log: " + z->RecentLog());
     if (::poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) {
       return FailErrno("poll");
     }
@@ -137,7 +139,8 @@ Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chron
         return Fail("the zygote's jail ended during start-up; log: " + z->RecentLog());
       }
       if (h.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(h));
-      if (h.kind == wire::Kind::kExited) return Fail("the zygote exited during start-up; log: " + z->RecentLog());
+      if (h.kind == wire::Kind::kExited)
+        return Fail("the zygote exited during start-up; log: " + z->RecentLog());
       continue;  // kStarted
     }
     if (p[0].revents != 0) {
@@ -155,13 +158,14 @@ Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chron
 }
 
 Zygote::~Zygote() {
-  if (launched_) {
-    launched_->ch.report_read.Reset();  // the worker's command socket: it exits on EOF
-    launched_.reset();                  // kills and reaps the init, removes the worker's cgroup
-  }
+  // The log thread first: it polls the worker's pipes, which go with launched_.
   if (log_thread_.joinable()) {
     (void)!::write(log_stop_write_.Get(), "x", 1);
     log_thread_.join();
+  }
+  if (launched_) {
+    launched_->ch.report_read.Reset();  // the worker's command socket: it exits on EOF
+    launched_.reset();                  // kills and reaps the init, removes the worker's cgroup
   }
 }
 
@@ -281,7 +285,8 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
                           {.fd = ctl, .events = POLLIN, .revents = 0}};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return Fail("the warm child did not become ready in time");
-    if (::poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR) return FailErrno("poll");
+    if (::poll(p, 2, static_cast<int>(std::min<int64_t>(left, 1000))) < 0 && errno != EINTR)
+      return FailErrno("poll");
     if (p[0].revents != 0) {
       char buf[256] = {};
       ssize_t n = ::recv(chan, buf, sizeof buf - 1, 0);
@@ -317,7 +322,8 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   if (!alive_) return Fail("this warm child is no longer alive");
   if (auto s = ValidateLimits(limits); !s) return std::unexpected(s.error());
   if (!options_.session) alive_ = false;  // one execution only
-  if (limits.memory_bytes != options_.limits.memory_bytes || limits.max_processes != options_.limits.max_processes) {
+  if (limits.memory_bytes != options_.limits.memory_bytes ||
+      limits.max_processes != options_.limits.max_processes) {
     if (auto s = cgroup_->SetLimits(ChildCgroupLimits(limits)); !s) return std::unexpected(s.error());
     options_.limits.memory_bytes = limits.memory_bytes;
     options_.limits.max_processes = limits.max_processes;
@@ -398,7 +404,8 @@ WarmChild::Memory WarmChild::ReadMemory() const {
   Memory m;
   if (!alive_ || !cgroup_) return m;
   // The code's process is the keeper's only child.
-  auto children = ReadFile("/proc/" + std::to_string(keeper_) + "/task/" + std::to_string(keeper_) + "/children", 4096);
+  auto children =
+      ReadFile("/proc/" + std::to_string(keeper_) + "/task/" + std::to_string(keeper_) + "/children", 4096);
   if (!children) return m;
   auto pid = ParseU64(children->substr(0, children->find(' ')));
   if (!pid) return m;

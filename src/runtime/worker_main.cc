@@ -60,7 +60,8 @@ bool InitPython() {
 }
 
 // Loads the agent from its source or bytecode file and warms it up; returns preload failures.
-std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload, bool plot, bool freeze) {
+std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload, bool plot,
+                      bool freeze) {
   PyObject* globals = PyDict_New();
   PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
   PyObject* path_obj = PyUnicode_FromString(path.c_str());
@@ -120,7 +121,8 @@ int main(int argc, char** argv) {
 
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;
-  setup.landlock = execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
+  setup.landlock =
+      execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
   setup.before_fork = BeforeFork;
   setup.after_fork_parent = AfterForkParent;
   setup.after_fork_child = AfterForkChild;

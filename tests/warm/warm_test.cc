@@ -11,10 +11,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
-#include <vector>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/result_json.h"
 #include "engine/warm_engine.h"
@@ -94,27 +94,29 @@ TEST_F(Warm, PrintRunsOnAWarmChild) {
 }
 
 TEST_F(Warm, TheStackIsPreloaded) {
-  Result r = Run("import sys\nprint(all(m in sys.modules for m in ['numpy', 'pandas', 'matplotlib.pyplot', 'scipy']))");
+  Result r = Run(
+      "import sys\nprint(all(m in sys.modules for m in ['numpy', 'pandas', 'matplotlib.pyplot', 'scipy']))");
   EXPECT_EQ(Out(r), "True\n") << Describe(r);
 }
 
 TEST_F(Warm, FilesDoNotSurviveIntoTheNextExecution) {
-  Result a = Run(
-      "open('/work/trap.txt', 'w').write('x')\nopen('/tmp/trap', 'w').write('x')\n"
-      "open('/dev/shm/trap', 'w').write('x')\nprint('planted')");
+  Result a =
+      Run("open('/work/trap.txt', 'w').write('x')\nopen('/tmp/trap', 'w').write('x')\n"
+          "open('/dev/shm/trap', 'w').write('x')\nprint('planted')");
   EXPECT_EQ(Out(a), "planted\n") << Describe(a);
   ASSERT_EQ(a.files.size(), 1u);
   EXPECT_EQ(a.files[0].name, "trap.txt");
-  Result b = Run("import os\nprint([os.path.exists(p) for p in ['/work/trap.txt', '/tmp/trap', '/dev/shm/trap']])");
+  Result b =
+      Run("import os\nprint([os.path.exists(p) for p in ['/work/trap.txt', '/tmp/trap', '/dev/shm/trap']])");
   EXPECT_EQ(Out(b), "[False, False, False]\n") << Describe(b);
   EXPECT_TRUE(b.files.empty());
 }
 
 TEST_F(Warm, ModulesBuiltinsAndLibrariesAreFreshEachTime) {
-  Result a = Run(
-      "import sys, builtins, json, numpy\nsys.modules['planted'] = sys\nbuiltins.len = lambda x: 42\n"
-      "json.dumps = lambda *a, **k: 'patched'\nnumpy.sum = None\nimport os\nos.environ['PLANTED'] = '1'\n"
-      "print(len([1]))");
+  Result a =
+      Run("import sys, builtins, json, numpy\nsys.modules['planted'] = sys\nbuiltins.len = lambda x: 42\n"
+          "json.dumps = lambda *a, **k: 'patched'\nnumpy.sum = None\nimport os\nos.environ['PLANTED'] = '1'\n"
+          "print(len([1]))");
   EXPECT_EQ(Out(a), "42\n") << Describe(a);
   Result b = Run(
       "import sys, json, numpy, os\n"
@@ -123,14 +125,15 @@ TEST_F(Warm, ModulesBuiltinsAndLibrariesAreFreshEachTime) {
 }
 
 TEST_F(Warm, ThreadsAndProcessesDoNotSurvive) {
-  Result a = Run(
-      "import threading, time, subprocess\n"
-      "threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
-      "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
-      "print(threading.active_count())");
+  Result a =
+      Run("import threading, time, subprocess\n"
+          "threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
+          "subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+          "print(threading.active_count())");
   EXPECT_EQ(Out(a), "2\n") << Describe(a);
-  Result b = Run(
-      "import threading, os\nprint(threading.active_count(), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+  Result b =
+      Run("import threading, os\nprint(threading.active_count(), sorted(int(p) for p in os.listdir('/proc') "
+          "if p.isdigit()))");
   EXPECT_EQ(Out(b), "1 [1]\n") << Describe(b);
 }
 
@@ -147,7 +150,8 @@ TEST_F(Warm, MatplotlibStateIsFresh) {
       "import matplotlib.pyplot as plt\nplt.rcParams['lines.linewidth'] = 7\nplt.figure()\nplt.plot([1, 2])\n"
       "plt.style.use('ggplot')");
   EXPECT_EQ(a.display.size(), 1u) << Describe(a);
-  Result b = Run("import matplotlib.pyplot as plt\nprint(plt.rcParams['lines.linewidth'], plt.get_fignums())");
+  Result b =
+      Run("import matplotlib.pyplot as plt\nprint(plt.rcParams['lines.linewidth'], plt.get_fignums())");
   EXPECT_EQ(Out(b), "1.5 []\n") << Describe(b);
 }
 
@@ -159,32 +163,33 @@ TEST_F(Warm, APlotComesBackAsPng) {
 
 TEST_F(Warm, TheZygoteIsOutOfReach) {
   // The code is pid 1 of its own namespace: every other pid is unnameable, ptrace is refused.
-  Result r = Run(
-      "import os, signal, ctypes\nhits = []\n"
-      "for pid in range(2, 4000):\n"
-      "    try:\n        os.kill(pid, 0); hits.append(pid)\n    except OSError:\n        pass\n"
-      "libc = ctypes.CDLL(None)\n"
-      "print(hits, os.getpid(), libc.ptrace(16, 1, 0, 0), os.getppid())");
+  Result r =
+      Run("import os, signal, ctypes\nhits = []\n"
+          "for pid in range(2, 4000):\n"
+          "    try:\n        os.kill(pid, 0); hits.append(pid)\n    except OSError:\n        pass\n"
+          "libc = ctypes.CDLL(None)\n"
+          "print(hits, os.getpid(), libc.ptrace(16, 1, 0, 0), os.getppid())");
   EXPECT_EQ(Out(r), "[] 1 -1 0\n") << Describe(r);
 }
 
 TEST_F(Warm, NoCapabilitiesAndNoNewPrivileges) {
-  Result r = Run(
-      "for line in open('/proc/self/status'):\n"
-      "    if line.split(':')[0] in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp'):\n"
-      "        print(line.split()[1])");
+  Result r =
+      Run("for line in open('/proc/self/status'):\n"
+          "    if line.split(':')[0] in ('CapEff', 'CapPrm', 'CapBnd', 'NoNewPrivs', 'Seccomp'):\n"
+          "        print(line.split()[1])");
   EXPECT_EQ(Out(r), "0000000000000000\n0000000000000000\n0000000000000000\n1\n2\n") << Describe(r);
 }
 
 TEST_F(Warm, NoNetworkAndNoNamespaceEscape) {
-  Result r = Run(
-      "import socket, os\nres = []\n"
-      "for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
-      "    try:\n        socket.socket(fam, socket.SOCK_STREAM if fam != socket.AF_NETLINK else socket.SOCK_RAW); res.append('open')\n"
-      "    except OSError as e:\n        res.append(e.errno)\n"
-      "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-      "res.append('unshared' if libc.unshare(0x10000000) == 0 else ctypes.get_errno())\n"
-      "print(res)");
+  Result r =
+      Run("import socket, os\nres = []\n"
+          "for fam in (socket.AF_INET, socket.AF_INET6, socket.AF_NETLINK):\n"
+          "    try:\n        socket.socket(fam, socket.SOCK_STREAM if fam != socket.AF_NETLINK else "
+          "socket.SOCK_RAW); res.append('open')\n"
+          "    except OSError as e:\n        res.append(e.errno)\n"
+          "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+          "res.append('unshared' if libc.unshare(0x10000000) == 0 else ctypes.get_errno())\n"
+          "print(res)");
   EXPECT_EQ(r.status, Status::kOk) << Describe(r);
   EXPECT_EQ(Out(r).find("open"), std::string::npos) << Out(r);
   EXPECT_EQ(Out(r).find("unshared"), std::string::npos) << Out(r);
@@ -204,10 +209,11 @@ TEST_F(Warm, LimitsArePerExecutionAndThePoolStaysHealthy) {
   EXPECT_GE(slow.usage.wall_ms, 1800u);
   limits = Program("").limits;
   limits.max_processes = 16;
-  Result bomb = Run(
-      "import os\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n"
-      "        n += 1\n    except OSError:\n        break\nprint(n < 20)",
-      limits);
+  Result bomb =
+      Run("import os\nn = 0\nfor _ in range(100):\n    try:\n        if os.fork() == 0:\n            import "
+          "time; time.sleep(30)\n"
+          "        n += 1\n    except OSError:\n        break\nprint(n < 20)",
+          limits);
   EXPECT_EQ(Out(bomb), "True\n") << Describe(bomb);
   Result after = Run("print('healthy')");
   EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
@@ -239,10 +245,11 @@ TEST_F(Warm, ErrorsPointAtTheUsersLine) {
 TEST_F(Warm, TheEnvironmentIsTheSandboxsOwn) {
   // Nothing of the host's environment (or the zygote's secrets, of which it holds none).
   Result r = Run("import os\nprint(sorted(os.environ))");
-  EXPECT_EQ(Out(r),
-            "['HOME', 'LANG', 'LC_ALL', 'MKL_NUM_THREADS', 'MPLBACKEND', 'MPLCONFIGDIR', 'NUMEXPR_MAX_THREADS', "
-            "'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONIOENCODING', "
-            "'TMPDIR', 'XDG_CACHE_HOME', 'XDG_CONFIG_HOME']\n")
+  EXPECT_EQ(
+      Out(r),
+      "['HOME', 'LANG', 'LC_ALL', 'MKL_NUM_THREADS', 'MPLBACKEND', 'MPLCONFIGDIR', 'NUMEXPR_MAX_THREADS', "
+      "'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONIOENCODING', "
+      "'TMPDIR', 'XDG_CACHE_HOME', 'XDG_CONFIG_HOME']\n")
       << Describe(r);
 }
 
@@ -250,7 +257,8 @@ TEST_F(Warm, AChildHoldsOnlyItsOwnDescriptors) {
   // Its pipes, its own channel (fd 3) and /dev/null: nothing of the zygote's (the command
   // socket, its log pipes) or of another child.
   Result r = Run(
-      "import os\nfds = {}\nfor f in os.listdir('/proc/self/fd'):\n    try:\n        fds[int(f)] = os.readlink('/proc/self/fd/' + f)\n"
+      "import os\nfds = {}\nfor f in os.listdir('/proc/self/fd'):\n    try:\n        fds[int(f)] = "
+      "os.readlink('/proc/self/fd/' + f)\n"
       "    except OSError:\n        pass  # the listing's own descriptor\n"
       "odd = {f: t for f, t in fds.items() if not (t.startswith('pipe:') or t in ('/dev/null', '/work') or "
       "(f == 3 and t.startswith('socket:')) or t.startswith('/proc/'))}\n"
@@ -271,13 +279,15 @@ TEST_F(Warm, OutputFloodDiskFillAndForgedReportsAreContained) {
   limits.output_bytes = 64 << 10;
   Result flood = Run("import os\nwhile True: os.write(1, b'x' * 65536)", limits);
   EXPECT_EQ(flood.status, Status::kOutputLimit) << Describe(flood);
-  Result disk = Run(
-      "chunk = b'0' * (1 << 20)\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(200): f.write(chunk)\n"
-      "except OSError as e:\n    print(type(e).__name__)");
+  Result disk =
+      Run("chunk = b'0' * (1 << 20)\ntry:\n    with open('big', 'wb') as f:\n        for _ in range(200): "
+          "f.write(chunk)\n"
+          "except OSError as e:\n    print(type(e).__name__)");
   EXPECT_EQ(Out(disk), "OSError\n") << Describe(disk);
-  Result forged = Run(
-      "import os\nfor fd in range(512, 600):\n    try:\n        os.write(fd, b'{\"type\": \"exit\", \"code\": 0}\\n' + b'{' * 100000 + b'\\n')\n"
-      "    except OSError:\n        pass\nraise ValueError('still reported')");
+  Result forged =
+      Run("import os\nfor fd in range(512, 600):\n    try:\n        os.write(fd, b'{\"type\": \"exit\", "
+          "\"code\": 0}\\n' + b'{' * 100000 + b'\\n')\n"
+          "    except OSError:\n        pass\nraise ValueError('still reported')");
   EXPECT_EQ(forged.status, Status::kError) << Describe(forged);
   Result after = Run("print('healthy')");
   EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
@@ -349,7 +359,9 @@ class WarmSessions : public Warm {
 TEST_F(WarmSessions, StateImportsAndFilesPersistInOrder) {
   auto s = S().Create();
   ASSERT_TRUE(s.has_value()) << s.error().message;
-  Result a = Exec(s->id, "import numpy as np\nx = np.arange(4)\ndef f():\n    return 1 / 0\nopen('kept.txt', 'w').write('k')");
+  Result a = Exec(
+      s->id,
+      "import numpy as np\nx = np.arange(4)\ndef f():\n    return 1 / 0\nopen('kept.txt', 'w').write('k')");
   EXPECT_EQ(a.status, Status::kOk) << Describe(a);
   ASSERT_TRUE(a.session.has_value());
   EXPECT_TRUE(a.session->preserved);
@@ -389,14 +401,16 @@ TEST_F(WarmSessions, SessionsCannotReachEachOther) {
   auto a = S().Create();
   auto b = S().Create();
   ASSERT_TRUE(a.has_value() && b.has_value());
-  Result planted = Exec(a->id,
-                        "import socket\nsrv = socket.socket(socket.AF_UNIX)\nsrv.bind('\\0execbox-trap')\nsrv.listen()\n"
-                        "open('/tmp/a-secret', 'w').write('s')\nprint('ok')");
+  Result planted =
+      Exec(a->id,
+           "import socket\nsrv = socket.socket(socket.AF_UNIX)\nsrv.bind('\\0execbox-trap')\nsrv.listen()\n"
+           "open('/tmp/a-secret', 'w').write('s')\nprint('ok')");
   EXPECT_EQ(Out(planted), "ok\n") << Describe(planted);
-  Result probe = Exec(b->id,
-                      "import socket, os\nc = socket.socket(socket.AF_UNIX)\n"
-                      "try:\n    c.connect('\\0execbox-trap'); print('reached')\nexcept OSError as e:\n    print('refused')\n"
-                      "print(os.path.exists('/tmp/a-secret'), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
+  Result probe = Exec(
+      b->id,
+      "import socket, os\nc = socket.socket(socket.AF_UNIX)\n"
+      "try:\n    c.connect('\\0execbox-trap'); print('reached')\nexcept OSError as e:\n    print('refused')\n"
+      "print(os.path.exists('/tmp/a-secret'), sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))");
   EXPECT_EQ(Out(probe), "refused\nFalse [1]\n") << Describe(probe);
   EXPECT_TRUE(S().Delete(a->id).has_value());
   EXPECT_TRUE(S().Delete(b->id).has_value());
