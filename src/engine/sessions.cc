@@ -28,16 +28,14 @@ std::string NewSessionId() {
   return id;
 }
 
+// Why a session's process ended: a limit by the status's own name, else it exited or crashed.
 const char* LostReason(const Result& r) {
   switch (r.status) {
     case Status::kTimeout:
-      return "timeout";
     case Status::kMemoryLimit:
-      return "memory_limit";
     case Status::kOutputLimit:
-      return "output_limit";
     case Status::kKilled:
-      return "killed";
+      return StatusName(r.status);
     default:
       return "exited";  // os._exit(), a crash of the interpreter, ...
   }

@@ -135,20 +135,7 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
     ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
     ExecFail(status_fd, "execve");
   }
-  DropCapabilities();
-  if (int err = ClearCapabilitySets(); err != 0) {
-    errno = err;
-    ExecFail(status_fd, "capset (drop all capabilities)");
-  }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ExecFail(status_fd, "PR_SET_NO_NEW_PRIVS");
-  if (int err = ApplyLandlock(plan.landlock); err != 0) {
-    errno = err;
-    ExecFail(status_fd, "landlock");
-  }
-  if (int err = LoadSeccompProgram(*plan.seccomp); err != 0) {
-    errno = err;
-    ExecFail(status_fd, "seccomp");
-  }
+  if (const char* step = LockDown(plan.landlock, *plan.seccomp)) ExecFail(status_fd, step);
   ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
   ExecFail(status_fd, "execve");
 }

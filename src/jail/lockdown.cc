@@ -7,6 +7,9 @@
 
 #include <cerrno>
 
+#include "jail/landlock.h"
+#include "jail/seccomp_filter.h"
+
 #ifndef SECBIT_NOROOT
 #include <linux/securebits.h>
 #endif
@@ -28,6 +31,24 @@ int ClearCapabilitySets() noexcept {
   __user_cap_header_struct header{.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
   __user_cap_data_struct data[2] = {};
   return ::syscall(SYS_capset, &header, data) == 0 ? 0 : errno;
+}
+
+const char* LockDown(const LandlockPlan& landlock, const SeccompProgram& seccomp) noexcept {
+  DropCapabilities();
+  if (int err = ClearCapabilitySets(); err != 0) {
+    errno = err;
+    return "capset (drop all capabilities)";
+  }
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return "PR_SET_NO_NEW_PRIVS";
+  if (int err = ApplyLandlock(landlock); err != 0) {
+    errno = err;
+    return "landlock";
+  }
+  if (int err = LoadSeccompProgram(seccomp); err != 0) {
+    errno = err;
+    return "seccomp";
+  }
+  return nullptr;
 }
 
 int KeepAmbientCapabilities(uint64_t mask) noexcept {

@@ -13,6 +13,13 @@ void DropCapabilities() noexcept;
 // Empties the permitted, effective and inheritable sets. Returns 0 or an errno.
 int ClearCapabilitySets() noexcept;
 
+struct LandlockPlan;
+struct SeccompProgram;
+
+// The whole sequence, in order: capabilities dropped (DropCapabilities, ClearCapabilitySets),
+// no_new_privs, Landlock, seccomp. Returns nullptr, or the step that failed with errno set.
+const char* LockDown(const LandlockPlan& landlock, const SeccompProgram& seccomp) noexcept;
+
 // For a trusted zygote only: keeps exactly the capabilities in `mask` (bit n = capability n)
 // across execve, as ambient capabilities, and drops every other one from the bounding set.
 // Returns 0 or an errno.

@@ -108,20 +108,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   ::umask(022);
   if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
 
-  DropCapabilities();
-  if (int err = ClearCapabilitySets(); err != 0) {
-    errno = err;
-    CodeFail(channel, "capset (drop all capabilities)");
-  }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) CodeFail(channel, "PR_SET_NO_NEW_PRIVS");
-  if (int err = ApplyLandlock(setup.landlock); err != 0) {
-    errno = err;
-    CodeFail(channel, "landlock");
-  }
-  if (int err = LoadSeccompProgram(*setup.seccomp); err != 0) {
-    errno = err;
-    CodeFail(channel, "seccomp");
-  }
+  if (const char* step = LockDown(setup.landlock, *setup.seccomp)) CodeFail(channel, step);
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);

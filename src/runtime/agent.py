@@ -1756,17 +1756,22 @@ def _run_exit_handlers():
         pass
 
 
-def _flush_files(state):
-    """Flushes what teardown would have: the current sys.stdout/stderr (the code may have
-    replaced them with buffered wrappers) and files the code opened for writing and never
-    closed. Clearing the user's globals and collecting closes them the way teardown does; that
-    costs a collection, so only when such a file exists."""
+def _flush_std_streams():
+    """The current sys.stdout/stderr: the code may have replaced them with buffered wrappers."""
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
                 stream.flush()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _flush_files(state):
+    """Flushes what teardown would have: the current sys.stdout/stderr (the code may have
+    replaced them with buffered wrappers) and files the code opened for writing and never
+    closed. Clearing the user's globals and collecting closes them the way teardown does; that
+    costs a collection, so only when such a file exists."""
+    _flush_std_streams()
     tracker = state.tracker
     if tracker is None or not tracker.needs_cleanup():
         return
@@ -2330,12 +2335,7 @@ class _Server:
         handlers (they belong to the session); the output flushed, the exit event sent, and the
         execution's fds closed so that the host sees EOF on each."""
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                if stream is not None:
-                    stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
+        _flush_std_streams()
         tracker = state.tracker if state is not None else None
         if tracker is not None:
             for f in list(tracker.files):  # for the host, which collects files now
