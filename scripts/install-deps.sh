@@ -2,7 +2,7 @@
 # Installs what execbox needs on Debian 12, only when something is missing. Run as root.
 set -euo pipefail
 
-build_packages=(g++ cmake make pkg-config libseccomp-dev libpython3.11-dev libcap-dev nlohmann-json3-dev libcli11-dev
+build_packages=(g++ cmake make pkg-config libseccomp-dev libpython3-dev libcap-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev)
 # The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI.
 python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-sympy
