@@ -55,6 +55,10 @@ void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Lim
           LimitError("MemoryError", "execution exceeded the memory limit of " +
                                         std::to_string(limits.memory_bytes >> 20) + " MiB and was killed");
       return;
+    case Ending::kCancelled:
+      r.status = Status::kKilled;
+      r.error = LimitError("Cancelled", "the execution was cancelled by the client");
+      return;
     case Ending::kOutputLimit:
       r.status = Status::kOutputLimit;
       r.error = LimitError("OutputLimitError",
@@ -184,7 +188,7 @@ Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOpt
   auto made = runtime::MakePolicy(program);
   if (!made) return std::unexpected(made.error());
   const jail::Policy& policy = *made;
-  jail::RunHooks hooks{.on_output = options.on_output};
+  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
   auto outcome = jail::Run(policy, hooks);
   if (!outcome) return std::unexpected(outcome.error());
   return AssembleResult(program, policy.limits, *outcome);

@@ -2,6 +2,7 @@
 // execution gets a cold jail; the warm pool and sessions come behind the same call.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string_view>
 
@@ -14,6 +15,8 @@ namespace execbox::engine {
 struct ExecuteOptions {
   // Live output as it arrives; may be empty.
   std::function<void(jail::Stream, std::string_view)> on_output;
+  // Set from another thread to stop the execution (status killed, "cancelled"); may be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Runs one program to completion. Everything that happens to the code is in the Result

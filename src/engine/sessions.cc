@@ -35,7 +35,7 @@ const char* LostReason(const Result& r) {
     case Status::kMemoryLimit:
     case Status::kOutputLimit:
     case Status::kKilled:
-      return StatusName(r.status);
+      return r.error && r.error->ename == "Cancelled" ? "cancelled" : StatusName(r.status);
     default:
       return "exited";  // os._exit(), a crash of the interpreter, ...
   }
@@ -151,7 +151,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
   }
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Failed(request.error().message));
-  jail::RunHooks hooks{.on_output = options.on_output};
+  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
   auto outcome = s->child->Execute(*request, program.stdin_data, program.limits, hooks);
   s->last_used = std::chrono::system_clock::now();
   ++s->executions;

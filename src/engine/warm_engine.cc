@@ -23,7 +23,7 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const Ex
   if (!pool_) return engine::Execute(program, options);
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(request.error());
-  jail::RunHooks hooks{.on_output = options.on_output};
+  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
   // A child whose worker died an instant ago fails before the code starts (nothing reported):
   // another child, then the cold path, serves the request instead. Running the code again
   // is harmless: nothing of the first attempt outlived it.

@@ -142,6 +142,8 @@ const char* EndingName(Ending e) {
       return "memory_limit";
     case Ending::kOutputLimit:
       return "output_limit";
+    case Ending::kCancelled:
+      return "cancelled";
     case Ending::kSetupFailed:
       return "setup_failed";
   }

@@ -2,6 +2,7 @@
 // it under the limits, and reports exactly what happened.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -23,6 +24,7 @@ enum class Ending {
   kCpuTimeout,   // the CPU-time limit was reached
   kMemoryLimit,  // the cgroup's OOM counter rose
   kOutputLimit,  // a stream wrote more than output_kill_factor * output_bytes
+  kCancelled,    // the caller cancelled the run (RunHooks::cancel)
   kSetupFailed,  // the jail could not be built (message says which step)
 };
 const char* EndingName(Ending ending);
@@ -81,6 +83,9 @@ struct Outcome {
 struct RunHooks {
   // Live output, called as bytes arrive (before capping); may be empty.
   std::function<void(Stream, std::string_view)> on_output;
+  // Set (from any thread) to stop the run: the tree is killed, the ending is kCancelled.
+  // Looked at every 100 ms at most. May be null.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Runs one policy to completion. An error means nothing ran (bad policy, no namespaces);

@@ -197,6 +197,9 @@ void Watch::CheckLimits() {
   }
   if (exited_ || setup_failed_) return;
   if (now >= deadline_) Stop(Ending::kWallTimeout);
+  if (spec_.hooks != nullptr && spec_.hooks->cancel != nullptr && spec_.hooks->cancel->load()) {
+    Stop(Ending::kCancelled);
+  }
   if (spec_.cgroup != nullptr) {
     CgroupUsage u = spec_.cgroup->ReadUsage();
     if ((u.cpu_ns - std::min(u.cpu_ns, spec_.base.cpu_ns)) / 1'000'000 >=

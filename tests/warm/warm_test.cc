@@ -220,6 +220,21 @@ TEST_F(Warm, LimitsArePerExecutionAndThePoolStaysHealthy) {
   EXPECT_LT(after.usage.cpu_ms, 2000u) << "CPU of earlier executions counted in this one";
 }
 
+TEST_F(Warm, ACancelledExecutionIsKilled) {
+  std::atomic<bool> cancel{false};
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    cancel = true;
+  });
+  auto r = g_engine->Execute(Program("while True: pass"), {.cancel = &cancel});
+  canceller.join();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->status, Status::kKilled) << Describe(*r);
+  ASSERT_TRUE(r->error.has_value());
+  EXPECT_EQ(r->error->ename, "Cancelled");
+  EXPECT_LT(r->usage.wall_ms, 10'000u);
+}
+
 TEST_F(Warm, InputFilesAndStdinArrive) {
   auto p = Program("import sys\nprint(open('data/in.csv').read(), sys.stdin.read())");
   p.inputs.push_back({.name = "data/in.csv", .content = "a,b"});
