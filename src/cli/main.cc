@@ -3,6 +3,7 @@
 
 #include "cli/check_command.h"
 #include "cli/doctor_command.h"
+#include "cli/mcp_command.h"
 #include "cli/repl_command.h"
 #include "cli/run_command.h"
 
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
   execbox::cli::AddReplCommand(app, exit_status);
   execbox::cli::AddCheckCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
+  execbox::cli::AddMcpCommand(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

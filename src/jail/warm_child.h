@@ -48,8 +48,6 @@ struct ZygoteReady {
 struct ZygoteSetup {
   const SeccompProgram* seccomp = nullptr;
   LandlockPlan landlock;
-  uid_t uid = 1000;
-  gid_t gid = 1000;
   const char* work_dir = "/work";
   // Around each fork of a process that goes on to run the interpreter (PyOS_BeforeFork and
   // friends); may be null.

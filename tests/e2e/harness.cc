@@ -1,6 +1,5 @@
 #include "e2e/harness.h"
 
-#include <cstdlib>
 #include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
@@ -10,6 +9,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 
 #ifndef EXECBOX_BINARY
 #error "EXECBOX_BINARY must name the binary under test"

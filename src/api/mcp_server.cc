@@ -1,0 +1,248 @@
+#include "api/mcp_server.h"
+
+#include <chrono>
+#include <stop_token>
+#include <thread>
+#include <utility>
+
+#include "api/json_rpc.h"
+#include "api/mcp_tools.h"
+
+namespace execbox::api {
+namespace {
+
+using nlohmann::json;
+
+const char* const kInstructions =
+    "execbox runs Python 3 in an isolated sandbox with numpy, pandas, matplotlib and scipy; call "
+    "execute_python "
+    "with code and read stdout, errors and figures from the result. Use create_session and pass its "
+    "session_id "
+    "to keep variables between calls.";
+
+bool ValidId(const json& id) { return id.is_string() || id.is_number_integer(); }
+
+std::string Key(const json& id) { return id.dump(); }
+
+// Ticks a progress notification about once a second until destroyed, so a client with a
+// progressToken sees that a long execution is alive (and may reset its request timeout).
+class ProgressTicker {
+ public:
+  ProgressTicker(const json& token, std::function<void(const json&)> send) {
+    if (token.is_null()) return;
+    thread_ = std::jthread([token, send = std::move(send)](std::stop_token stop) {
+      std::mutex mu;
+      std::condition_variable_any cv;
+      auto start = std::chrono::steady_clock::now();
+      for (int progress = 1;; ++progress) {
+        std::unique_lock lock(mu);
+        cv.wait_until(lock, stop, start + std::chrono::seconds(progress), [] { return false; });
+        if (stop.stop_requested()) return;
+        send(MakeNotification("notifications/progress",
+                              {{"progressToken", token},
+                               {"progress", progress},
+                               {"message", "running, " + std::to_string(progress) + " s"}}));
+      }
+    });
+  }
+
+ private:
+  std::jthread thread_;
+};
+
+}  // namespace
+
+McpServer::McpServer(engine::Engine& engine, std::string version,
+                     std::function<void(const std::string&)> write)
+    : engine_(engine), version_(std::move(version)), write_(std::move(write)) {}
+
+McpServer::~McpServer() { Drain(); }
+
+void McpServer::Send(const json& message) {
+  std::string line = Serialize(message);
+  std::lock_guard lock(write_mu_);
+  write_(line);
+}
+
+void McpServer::HandleOversized() { Send(MakeError(nullptr, kParseError, "message larger than 16 MiB")); }
+
+void McpServer::HandleLine(std::string_view line) {
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank lines are not messages
+  auto message = ParseMessage(line);
+  if (!message) {
+    Send(MakeError(nullptr, kParseError, "parse error: " + message.error().message));
+    return;
+  }
+  Dispatch(*message);
+}
+
+void McpServer::Dispatch(const json& message) {
+  if (!message.is_object()) {
+    // Batches were removed from MCP in 2025-06-18; a bare value is no request at all.
+    Send(MakeError(nullptr, kInvalidRequest,
+                   message.is_array() ? "batches are not supported" : "a message must be an object"));
+    return;
+  }
+  auto id_it = message.find("id");
+  const bool is_request = id_it != message.end();
+  const json id = is_request && ValidId(*id_it) ? *id_it : json(nullptr);
+  auto method_it = message.find("method");
+  if (method_it == message.end()) {
+    if (message.contains("result") || message.contains("error"))
+      return;  // a reply to us: we send no requests
+    Send(MakeError(id, kInvalidRequest, "missing 'method'"));
+    return;
+  }
+  if (message.value("jsonrpc", "") != "2.0" || !method_it->is_string() || (is_request && !ValidId(*id_it))) {
+    Send(MakeError(id, kInvalidRequest, "not a JSON-RPC 2.0 request"));
+    return;
+  }
+  const std::string method = method_it->get<std::string>();
+  const json params = message.contains("params") ? message["params"] : json::object();
+  if (!params.is_object()) {
+    if (is_request) Send(MakeError(id, kInvalidParams, "'params' must be an object"));
+    return;
+  }
+
+  if (!is_request) {
+    if (method == "notifications/cancelled") Cancel(params);
+    return;  // notifications/initialized and anything else: nothing to answer
+  }
+  if (method == "initialize") {
+    Send(MakeResult(id, Initialize(params)));
+  } else if (method == "ping") {
+    Send(MakeResult(id, json::object()));
+  } else if (method == "tools/list") {
+    Send(MakeResult(id, {{"tools", ToolDefinitions()}}));
+  } else if (method == "tools/call") {
+    StartToolCall(id, params);
+  } else {
+    Send(MakeError(id, kMethodNotFound, "method not found: " + method));
+  }
+}
+
+json McpServer::Initialize(const json& params) {
+  std::string version = kProtocolVersions[0];
+  if (auto v = params.find("protocolVersion"); v != params.end() && v->is_string()) {
+    for (const char* known : kProtocolVersions) {
+      if (*v == known) version = known;
+    }
+  }
+  return {{"protocolVersion", version},
+          {"capabilities", {{"tools", {{"listChanged", false}}}}},
+          {"serverInfo", {{"name", "execbox"}, {"version", version_}}},
+          {"instructions", kInstructions}};
+}
+
+void McpServer::Cancel(const json& params) {
+  auto id = params.find("requestId");
+  if (id == params.end() || !ValidId(*id)) return;
+  std::lock_guard lock(calls_mu_);
+  if (auto it = calls_.find(Key(*id)); it != calls_.end()) it->second->cancel = true;
+}
+
+void McpServer::StartToolCall(const json& id, const json& params) {
+  auto name = params.find("name");
+  if (name == params.end() || !name->is_string()) {
+    Send(MakeError(id, kInvalidParams, "tools/call needs a string 'name'"));
+    return;
+  }
+  const json arguments = params.contains("arguments") ? params["arguments"] : json::object();
+  if (!arguments.is_object()) {
+    Send(MakeError(id, kInvalidParams, "'arguments' must be an object"));
+    return;
+  }
+  bool known = false;
+  for (const auto& tool : ToolDefinitions()) known = known || tool["name"] == *name;
+  if (!known) {
+    Send(MakeError(id, kInvalidParams, "unknown tool: " + name->get<std::string>()));
+    return;
+  }
+  json progress_token = nullptr;
+  if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken")) {
+    progress_token = params["_meta"]["progressToken"];
+  }
+  auto call = std::make_shared<Call>();
+  {
+    std::lock_guard lock(calls_mu_);
+    if (!calls_.emplace(Key(id), call).second) {
+      Send(MakeError(id, kInvalidRequest, "request id already in use by a running call"));
+      return;
+    }
+    ++running_;
+  }
+  std::thread([this, id, tool = name->get<std::string>(), arguments, progress_token, call] {
+    json result;
+    try {
+      result = RunTool(tool, arguments, progress_token, call->cancel);
+    } catch (const std::exception& e) {
+      result = ToolError(std::string("internal error: ") + e.what());
+    }
+    // A cancelled request gets no reply (the client has stopped waiting for it).
+    if (!call->cancel) Send(MakeResult(id, std::move(result)));
+    std::lock_guard lock(calls_mu_);
+    calls_.erase(Key(id));
+    --running_;
+    calls_done_.notify_all();
+  }).detach();
+}
+
+void McpServer::Drain() {
+  std::unique_lock lock(calls_mu_);
+  calls_done_.wait(lock, [this] { return running_ == 0; });
+}
+
+json McpServer::RunTool(const std::string& name, const json& arguments, const json& progress_token,
+                        const std::atomic<bool>& cancel) {
+  if (name == "execute_python") return ExecutePython(arguments, progress_token, cancel);
+  return SessionTool(name, arguments);
+}
+
+json McpServer::ExecutePython(const json& arguments, const json& progress_token,
+                              const std::atomic<bool>& cancel) {
+  // Bad arguments are a tool error, not a protocol error (MCP 2025-11-25): the model can fix them.
+  auto args = ParseExecuteArguments(arguments);
+  if (!args) return ToolError("invalid arguments: " + args.error().message);
+  runtime::PythonProgram program;
+  program.code = args->code;
+  program.limits.wall_time = std::chrono::milliseconds(static_cast<int64_t>(args->timeout_seconds * 1000));
+  // The CPU limit follows the wall limit: a longer timeout asked for is meant to be usable.
+  program.limits.cpu_time = program.limits.wall_time;
+  engine::ExecuteOptions options{.cancel = &cancel};
+  ProgressTicker ticker(progress_token, [this](const json& m) { Send(m); });
+
+  if (args->session_id) {
+    engine::Sessions* sessions = engine_.sessions();
+    if (sessions == nullptr)
+      return ToolError("sessions need the warm worker pool, which could not start on this host");
+    auto result = sessions->Execute(*args->session_id, program, options);
+    if (!result) return ToolError(result.error().message);
+    return ExecutionToolResult(*result);
+  }
+  auto result = engine_.Execute(program, options);
+  if (!result) return ToolError(result.error().message);
+  return ExecutionToolResult(*result);
+}
+
+json McpServer::SessionTool(const std::string& name, const json& arguments) {
+  engine::Sessions* sessions = engine_.sessions();
+  if (sessions == nullptr)
+    return ToolError("sessions need the warm worker pool, which could not start on this host");
+  if (name == "create_session") {
+    auto info = sessions->Create();
+    if (!info) return ToolError(info.error().message);
+    return StructuredToolResult({{"session_id", info->id}});
+  }
+  auto id = StringArgument(arguments, "session_id");
+  if (!id) return ToolError("invalid arguments: " + id.error().message);
+  if (name == "fork_session") {
+    auto info = sessions->Fork(*id);
+    if (!info) return ToolError(info.error().message);
+    return StructuredToolResult({{"session_id", info->id}});
+  }
+  auto deleted = sessions->Delete(*id);
+  if (!deleted) return ToolError(deleted.error().message);
+  return StructuredToolResult({{"session_id", *id}});
+}
+
+}  // namespace execbox::api

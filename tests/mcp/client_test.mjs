@@ -1,0 +1,120 @@
+// The official MCP TypeScript SDK client against `execbox mcp` over stdio: if the SDK accepts
+// our replies (it validates them with its own schemas), other clients should too.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const execbox = process.argv[2];
+let passed = 0, failed = 0;
+
+function check(name, condition, detail = "") {
+  if (condition) {
+    passed++;
+    console.log(`ok   ${name}`);
+  } else {
+    failed++;
+    console.log(`FAIL ${name} ${detail}`);
+  }
+}
+
+async function step(name, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    failed++;
+    console.log(`FAIL ${name}: threw ${e && e.stack ? e.stack : e}`);
+  }
+}
+
+const textOf = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+
+const transport = new StdioClientTransport({ command: execbox, args: ["mcp"], stderr: "inherit" });
+const client = new Client({ name: "execbox-test", version: "1.0.0" });
+// The client hands the negotiated revision to transports that want it (HTTP does); catch it here.
+let negotiated;
+transport.setProtocolVersion = (version) => { negotiated = version; };
+const long = { timeout: 120000 };
+
+await step("initialize", async () => {
+  await client.connect(transport);
+  check("negotiates 2025-11-25", negotiated === "2025-11-25", String(negotiated));
+  check("server name", client.getServerVersion()?.name === "execbox");
+  check("tools capability", client.getServerCapabilities()?.tools !== undefined);
+});
+
+await step("ping", async () => {
+  check("ping answers", (await client.ping()) !== undefined);
+});
+
+await step("tools/list", async () => {
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name).sort();
+  check("four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
+  check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
+});
+
+await step("print", async () => {
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "print(6*7)" } }, undefined, long);
+  check("print: text has 42", textOf(r).includes("42"), textOf(r));
+  check("print: isError false", r.isError === false);
+  check("print: status ok", r.structuredContent?.status === "ok", JSON.stringify(r.structuredContent));
+});
+
+await step("plot", async () => {
+  const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()";
+  const r = await client.callTool({ name: "execute_python", arguments: { code } }, undefined, long);
+  const images = r.structuredContent?.images ?? [];
+  check("plot: one image described", images.length === 1, JSON.stringify(r.structuredContent));
+  const block = images.length ? r.content[images[0].index] : undefined;
+  check("plot: index points at an image/png block", block?.type === "image" && block?.mimeType === "image/png" && block.data.length > 100);
+});
+
+await step("error", async () => {
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "1/0" } }, undefined, long);
+  check("1/0: isError", r.isError === true);
+  check("1/0: ZeroDivisionError", textOf(r).includes("ZeroDivisionError") && r.structuredContent?.error?.ename === "ZeroDivisionError", textOf(r));
+});
+
+await step("session", async () => {
+  const created = await client.callTool({ name: "create_session", arguments: {} }, undefined, long);
+  const id = created.structuredContent?.session_id;
+  check("session: created", typeof id === "string" && created.isError === false, JSON.stringify(created));
+  await client.callTool({ name: "execute_python", arguments: { code: "x = 41", session_id: id } }, undefined, long);
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "x + 1", session_id: id } }, undefined, long);
+  check("session: x + 1 is 42", textOf(r).includes("42") && r.structuredContent?.result_text === "42", textOf(r));
+  check("session: state preserved", r.structuredContent?.session?.state === "preserved");
+  const fork = await client.callTool({ name: "fork_session", arguments: { session_id: id } }, undefined, long);
+  check("session: fork refused as a tool error", fork.isError === true);
+  const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
+  check("session: closed", closed.isError === false);
+  const gone = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: id } }, undefined, long);
+  check("session: closed session is an error", gone.isError === true);
+});
+
+await step("cancel", async () => {
+  const controller = new AbortController();
+  const started = Date.now();
+  const call = client.callTool({ name: "execute_python", arguments: { code: "while True: pass", timeout_seconds: 60 } },
+    undefined, { signal: controller.signal, timeout: 120000 });
+  setTimeout(() => controller.abort("test cancels"), 1000);
+  let rejected = false;
+  try { await call; } catch { rejected = true; }
+  check("cancel: call rejected quickly", rejected && Date.now() - started < 5000, `${Date.now() - started} ms`);
+  const t0 = Date.now();
+  await client.ping();
+  check("cancel: ping still answers", Date.now() - t0 < 5000);
+  // The server must have killed it: a new execution gets through promptly.
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "print('after')" } }, undefined, long);
+  check("cancel: server keeps executing", textOf(r).includes("after"));
+});
+
+await step("progress", async () => {
+  let notes = 0;
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "import time\ntime.sleep(2.5)\nprint('done')" } },
+    undefined, { timeout: 120000, onprogress: () => { notes++; } });
+  check("progress: at least one notification", notes >= 1, `${notes}`);
+  check("progress: call completes", textOf(r).includes("done"));
+});
+
+await client.close();
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
