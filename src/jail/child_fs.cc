@@ -69,14 +69,9 @@ StepError RunMountOp(const MountOp& op) noexcept {
         return Err("remount device nosuid");
       }
       return {};
-    case Kind::kProc: {
-      // subset=pid (Linux 5.8+) leaves out host facts such as cpuinfo, meminfo and sysctls.
-      unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-      if (::mount("proc", op.target, "proc", flags, "subset=pid") == 0) return {};
-      if (errno != EINVAL || ::mount("proc", op.target, "proc", flags, nullptr) != 0)
-        return Err("mount proc");
+    case Kind::kProc:
+      if (MountProc(op.target) != 0) return Err("mount proc");
       return {};
-    }
     case Kind::kSymlink:
       if (::symlink(op.source, op.target) != 0 && errno != EEXIST) return Err("symlink in the jail root");
       return {};
@@ -228,6 +223,14 @@ void WalkDir(Walk& w, int dirfd, size_t path_len, int depth) noexcept {
 }
 
 }  // namespace
+
+int MountProc(const char* target) noexcept {
+  // subset=pid (Linux 5.8+) leaves out host facts such as cpuinfo, meminfo and sysctls.
+  constexpr unsigned long kFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+  if (::mount("proc", target, "proc", kFlags, "subset=pid") == 0) return 0;
+  if (errno == EINVAL && ::mount("proc", target, "proc", kFlags, nullptr) == 0) return 0;
+  return -1;
+}
 
 StepError BuildFilesystem(const ChildPlan& plan) noexcept {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Err("make / private");

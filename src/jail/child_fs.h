@@ -15,6 +15,10 @@ struct StepError {
   explicit operator bool() const { return step != nullptr; }
 };
 
+// A fresh procfs for the caller's pid namespace at `target`, with only the pid entries where the
+// kernel allows it. 0, or -1 with errno set.
+int MountProc(const char* target) noexcept;
+
 // Mounts everything, pivots into the new root and makes it read-only.
 StepError BuildFilesystem(const ChildPlan& plan) noexcept;
 

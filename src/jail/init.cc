@@ -94,12 +94,7 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
 // The code's process: from init's child to the exec of argv[0], every restriction applied.
 [[noreturn]] void RunCode(const ChildPlan& plan, int status_fd) noexcept {
   // Signals: init blocks SIGCHLD and the supervisor may ignore some; exec must not inherit either.
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  ResetSignals();
 
   if (::setsid() < 0) ExecFail(status_fd, "setsid");
   int fds[] = {plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write, status_fd};

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 
 #include "jail/landlock.h"
 #include "jail/seccomp_filter.h"
@@ -15,6 +16,15 @@
 #endif
 
 namespace execbox::jail {
+
+void ResetSignals() noexcept {
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+}
 
 void DropCapabilities() noexcept {
   for (int cap = 0; cap < 64; ++cap) {

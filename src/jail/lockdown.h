@@ -6,6 +6,9 @@
 
 namespace execbox::jail {
 
+// Unblocks every signal and gives each its default disposition (what a new program expects).
+void ResetSignals() noexcept;
+
 // Drops every capability from the bounding and ambient sets and locks the securebits so
 // that nothing (setuid, exec of a file with capabilities) can bring one back.
 void DropCapabilities() noexcept;

@@ -61,17 +61,8 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 
 // The code's process: pid 1 of its own pid namespace, locked down before it waits for code.
 [[noreturn]] void RunCodeProcess(const WarmChildSpec& spec, int channel, const ZygoteSetup& setup) noexcept {
-  constexpr unsigned long kProcFlags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
-  if (::mount("proc", "/proc", "proc", kProcFlags, "subset=pid") != 0 &&
-      (errno != EINVAL || ::mount("proc", "/proc", "proc", kProcFlags, nullptr) != 0)) {
-    CodeFail(channel, "mount /proc");
-  }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  struct sigaction dfl {};
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  if (MountProc("/proc") != 0) CodeFail(channel, "mount /proc");
+  ResetSignals();
   // What python3 itself does at start-up: broken pipes and file-size overruns become OSErrors.
   ::signal(SIGPIPE, SIG_IGN);
   ::signal(SIGXFSZ, SIG_IGN);
