@@ -14,7 +14,14 @@ constexpr uint32_t kMaxWorkerFailures = 3;
 Expected<std::unique_ptr<jail::Zygote>> StartWorker(const PoolOptions& o) {
   auto policy = runtime::MakeWorkerPolicy(o.worker);
   if (!policy) return std::unexpected(policy.error());
-  return jail::Zygote::Start(*policy, o.worker_start_timeout);
+  auto zygote = jail::Zygote::Start(*policy, o.worker_start_timeout);
+  // A worker that could not preload a module (or found threads it cannot fork) still serves;
+  // say so, or every child silently lacks what the configuration promised.
+  if (zygote && !(*zygote)->ready_message().empty()) {
+    std::fprintf(stderr, "execbox: warm worker started with warnings: %s\n",
+                 (*zygote)->ready_message().c_str());
+  }
+  return zygote;
 }
 
 }  // namespace

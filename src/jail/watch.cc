@@ -56,14 +56,14 @@ void Watch::DrainOutput() {
 // writing to its own channel, and changes nothing; EOF means the process is gone (the keeper
 // reports how it ended).
 void Watch::ReadDone() {
-  char byte = 0;
-  ssize_t n = ::read(spec_.done_fd, &byte, 1);
+  char bytes[512];
+  ssize_t n = ::read(spec_.done_fd, bytes, sizeof bytes);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     done_open_ = false;
     return;
   }
-  if (byte == 'D' && !exited_) report_done_ = true;
+  if (std::memchr(bytes, 'D', static_cast<size_t>(n)) != nullptr && !exited_) report_done_ = true;
 }
 
 void Watch::Stop(Ending reason) {

@@ -169,8 +169,6 @@ Zygote::~Zygote() {
   }
 }
 
-pid_t Zygote::init_pid() const { return launched_ ? launched_->init : -1; }
-
 void Zygote::DrainLogs() {
   int out = launched_->ch.stdout_read.Get(), err = launched_->ch.stderr_read.Get();
   for (;;) {

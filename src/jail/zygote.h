@@ -44,7 +44,6 @@ class WarmChild {
   // Checks the child is still there (its sockets not hung up), without waiting; false also
   // marks it dead. For a pool about to hand it out.
   bool Probe();
-  bool session() const { return options_.session; }
   // Private and proportional memory of the code's process (from /proc/<pid>/smaps_rollup),
   // 0 when unknown. For benchmarks and the session list.
   struct Memory {
@@ -80,7 +79,6 @@ class Zygote {
   // What the worker said when it became warm (preload failures), and its last log lines.
   std::string ready_message() const { return ready_message_; }
   std::string RecentLog() const;
-  pid_t init_pid() const;
 
  private:
   Zygote() = default;

@@ -493,6 +493,25 @@ TEST_F(WarmSessions, IdleSessionsExpire) {
   EXPECT_EQ(gone.error().kind, SessionError::kNotFound);
 }
 
+TEST_F(WarmSessions, JunkOnItsOwnChannelDoesNotConfuseTheHost) {
+  // The code can write to the socket the agent answers on; anything but the agent's "D" is
+  // ignored, and the session goes on.
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result junk =
+      Exec(s->id,
+           "import os\nkeep = 7\nfor f in os.listdir('/proc/self/fd'):\n    try:\n"
+           "        if os.readlink('/proc/self/fd/' + f).startswith('socket:'):\n"
+           "            os.write(int(f), b'junk\\x00\\xff' * 1000)\n    except OSError:\n        pass\n"
+           "print('wrote')");
+  EXPECT_EQ(Out(junk), "wrote\n") << Describe(junk);
+  EXPECT_EQ(junk.status, Status::kOk);
+  Result next = Exec(s->id, "print(keep)");
+  EXPECT_EQ(Out(next), "7\n") << Describe(next);
+  EXPECT_TRUE(next.session->preserved);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
   auto s = S().Create();
   ASSERT_TRUE(s.has_value());
