@@ -17,6 +17,9 @@ build: deps $(BUILD)/Makefile
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
+	@scripts/serve.sh $(BUILD)/execbox
+
+examples: build
 	@scripts/run-examples.sh $(BUILD)/execbox
 
 test: build

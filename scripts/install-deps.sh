@@ -3,13 +3,13 @@
 set -euo pipefail
 
 build_packages=(g++ cmake make pkg-config libseccomp-dev libpython3-dev libcap-dev nlohmann-json3-dev libcli11-dev
-  libgtest-dev libbenchmark-dev)
+  libgtest-dev libbenchmark-dev libboost-dev libssl-dev libtomlplusplus-dev)
 # The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI.
 python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-sympy
   python3-seaborn python3-pil python3-sklearn python3-statsmodels python3-networkx python3-openpyxl
   python3-bs4)
 # Test and benchmark tools.
-tool_packages=(bubblewrap util-linux procps)
+tool_packages=(bubblewrap util-linux procps python3-jsonschema wrk curl)
 
 wanted=("${build_packages[@]}" "${python_packages[@]}" "${tool_packages[@]}")
 missing=()
@@ -26,6 +26,6 @@ fi
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-# --no-install-recommends: matplotlib's recommends pull libboost1.74-dev, which conflicts with
-# the Boost 1.81 that the HTTP server will want.
+# --no-install-recommends keeps the image small. Boost is Debian's default 1.74 (libboost-dev):
+# libboost1.81-dev conflicts with the 1.74 headers the scientific stack's packages pull in.
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -52,35 +52,39 @@ class ProgressTicker {
 
 }  // namespace
 
-McpServer::McpServer(engine::Engine& engine, std::string version,
-                     std::function<void(const std::string&)> write)
+McpServer::McpServer(engine::Engine& engine, std::string version, McpWrite write)
     : engine_(engine), version_(std::move(version)), write_(std::move(write)) {}
 
 McpServer::~McpServer() { Drain(); }
 
-void McpServer::Send(const json& message) {
-  std::string line = Serialize(message);
+void McpServer::Send(const json& message, const json& request_id, bool last) {
+  std::string line = message.is_null() ? std::string() : Serialize(message);
   std::lock_guard lock(write_mu_);
-  write_(line);
+  write_(request_id, line, last);
 }
 
-void McpServer::HandleOversized() { Send(MakeError(nullptr, kParseError, "message larger than 16 MiB")); }
+void McpServer::HandleOversized() {
+  Send(MakeError(nullptr, kParseError, "message larger than 16 MiB"), nullptr);
+}
 
 void McpServer::HandleLine(std::string_view line) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank lines are not messages
   auto message = ParseMessage(line);
   if (!message) {
-    Send(MakeError(nullptr, kParseError, "parse error: " + message.error().message));
+    Send(MakeError(nullptr, kParseError, "parse error: " + message.error().message), nullptr);
     return;
   }
   Dispatch(*message);
 }
 
+void McpServer::HandleMessage(const json& message) { Dispatch(message); }
+
 void McpServer::Dispatch(const json& message) {
   if (!message.is_object()) {
     // Batches were removed from MCP in 2025-06-18; a bare value is no request at all.
     Send(MakeError(nullptr, kInvalidRequest,
-                   message.is_array() ? "batches are not supported" : "a message must be an object"));
+                   message.is_array() ? "batches are not supported" : "a message must be an object"),
+         nullptr);
     return;
   }
   auto id_it = message.find("id");
@@ -90,17 +94,20 @@ void McpServer::Dispatch(const json& message) {
   if (method_it == message.end()) {
     if (message.contains("result") || message.contains("error"))
       return;  // a reply to us: we send no requests
-    Send(MakeError(id, kInvalidRequest, "missing 'method'"));
+    Send(MakeError(id, kInvalidRequest, "missing 'method'"), id);
     return;
   }
-  if (message.value("jsonrpc", "") != "2.0" || !method_it->is_string() || (is_request && !ValidId(*id_it))) {
-    Send(MakeError(id, kInvalidRequest, "not a JSON-RPC 2.0 request"));
+  // Compared as JSON: value("jsonrpc", "") would throw on a number there.
+  auto version_it = message.find("jsonrpc");
+  if (version_it == message.end() || *version_it != "2.0" || !method_it->is_string() ||
+      (is_request && !ValidId(*id_it))) {
+    Send(MakeError(id, kInvalidRequest, "not a JSON-RPC 2.0 request"), id);
     return;
   }
   const std::string method = method_it->get<std::string>();
   const json params = message.contains("params") ? message["params"] : json::object();
   if (!params.is_object()) {
-    if (is_request) Send(MakeError(id, kInvalidParams, "'params' must be an object"));
+    if (is_request) Send(MakeError(id, kInvalidParams, "'params' must be an object"), id);
     return;
   }
 
@@ -109,15 +116,15 @@ void McpServer::Dispatch(const json& message) {
     return;  // notifications/initialized and anything else: nothing to answer
   }
   if (method == "initialize") {
-    Send(MakeResult(id, Initialize(params)));
+    Send(MakeResult(id, Initialize(params)), id);
   } else if (method == "ping") {
-    Send(MakeResult(id, json::object()));
+    Send(MakeResult(id, json::object()), id);
   } else if (method == "tools/list") {
-    Send(MakeResult(id, {{"tools", ToolDefinitions()}}));
+    Send(MakeResult(id, {{"tools", ToolDefinitions()}}), id);
   } else if (method == "tools/call") {
     StartToolCall(id, params);
   } else {
-    Send(MakeError(id, kMethodNotFound, "method not found: " + method));
+    Send(MakeError(id, kMethodNotFound, "method not found: " + method), id);
   }
 }
 
@@ -137,25 +144,35 @@ json McpServer::Initialize(const json& params) {
 void McpServer::Cancel(const json& params) {
   auto id = params.find("requestId");
   if (id == params.end() || !ValidId(*id)) return;
+  CancelRequest(*id);
+}
+
+void McpServer::CancelRequest(const json& request_id) {
   std::lock_guard lock(calls_mu_);
-  if (auto it = calls_.find(Key(*id)); it != calls_.end()) it->second->cancel = true;
+  if (auto it = calls_.find(Key(request_id)); it != calls_.end()) it->second->cancel = true;
+}
+
+void McpServer::CancelAll() {
+  std::lock_guard lock(calls_mu_);
+  cancel_all_ = true;
+  for (auto& [key, call] : calls_) call->cancel = true;
 }
 
 void McpServer::StartToolCall(const json& id, const json& params) {
   auto name = params.find("name");
   if (name == params.end() || !name->is_string()) {
-    Send(MakeError(id, kInvalidParams, "tools/call needs a string 'name'"));
+    Send(MakeError(id, kInvalidParams, "tools/call needs a string 'name'"), id);
     return;
   }
   const json arguments = params.contains("arguments") ? params["arguments"] : json::object();
   if (!arguments.is_object()) {
-    Send(MakeError(id, kInvalidParams, "'arguments' must be an object"));
+    Send(MakeError(id, kInvalidParams, "'arguments' must be an object"), id);
     return;
   }
   bool known = false;
   for (const auto& tool : ToolDefinitions()) known = known || tool["name"] == *name;
   if (!known) {
-    Send(MakeError(id, kInvalidParams, "unknown tool: " + name->get<std::string>()));
+    Send(MakeError(id, kInvalidParams, "unknown tool: " + name->get<std::string>()), id);
     return;
   }
   json progress_token = nullptr;
@@ -163,25 +180,36 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     progress_token = params["_meta"]["progressToken"];
   }
   auto call = std::make_shared<Call>();
+  bool in_use = false;
   {
     std::lock_guard lock(calls_mu_);
-    if (!calls_.emplace(Key(id), call).second) {
-      Send(MakeError(id, kInvalidRequest, "request id already in use by a running call"));
-      return;
+    in_use = !calls_.emplace(Key(id), call).second;
+    if (!in_use) {
+      call->cancel = cancel_all_;
+      ++running_;
     }
-    ++running_;
+  }
+  if (in_use) {
+    Send(MakeError(id, kInvalidRequest, "request id already in use by a running call"), id);
+    return;
   }
   std::thread([this, id, tool = name->get<std::string>(), arguments, progress_token, call] {
     json result;
     try {
-      result = RunTool(tool, arguments, progress_token, call->cancel);
+      result = RunTool(id, tool, arguments, progress_token, call->cancel);
     } catch (const std::exception& e) {
       result = ToolError(std::string("internal error: ") + e.what());
     }
-    // A cancelled request gets no reply (the client has stopped waiting for it).
-    if (!call->cancel) Send(MakeResult(id, std::move(result)));
+    {
+      // Out of the map first: from here a cancellation cannot arrive, and the id is free again
+      // by the time the client has the reply.
+      std::lock_guard lock(calls_mu_);
+      calls_.erase(Key(id));
+    }
+    // A cancelled request gets no reply (the client has stopped waiting for it), only the
+    // transport's note that the request is over.
+    Send(call->cancel ? json(nullptr) : MakeResult(id, std::move(result)), id);
     std::lock_guard lock(calls_mu_);
-    calls_.erase(Key(id));
     --running_;
     calls_done_.notify_all();
   }).detach();
@@ -192,13 +220,13 @@ void McpServer::Drain() {
   calls_done_.wait(lock, [this] { return running_ == 0; });
 }
 
-json McpServer::RunTool(const std::string& name, const json& arguments, const json& progress_token,
-                        const std::atomic<bool>& cancel) {
-  if (name == "execute_python") return ExecutePython(arguments, progress_token, cancel);
+json McpServer::RunTool(const json& id, const std::string& name, const json& arguments,
+                        const json& progress_token, const std::atomic<bool>& cancel) {
+  if (name == "execute_python") return ExecutePython(id, arguments, progress_token, cancel);
   return SessionTool(name, arguments);
 }
 
-json McpServer::ExecutePython(const json& arguments, const json& progress_token,
+json McpServer::ExecutePython(const json& id, const json& arguments, const json& progress_token,
                               const std::atomic<bool>& cancel) {
   // Bad arguments are a tool error, not a protocol error (MCP 2025-11-25): the model can fix them.
   auto args = ParseExecuteArguments(arguments);
@@ -209,7 +237,7 @@ json McpServer::ExecutePython(const json& arguments, const json& progress_token,
   // The CPU limit follows the wall limit: a longer timeout asked for is meant to be usable.
   program.limits.cpu_time = program.limits.wall_time;
   engine::ExecuteOptions options{.cancel = &cancel};
-  ProgressTicker ticker(progress_token, [this](const json& m) { Send(m); });
+  ProgressTicker ticker(progress_token, [this, id](const json& m) { Send(m, id, /*last=*/false); });
 
   if (args->session_id) {
     engine::Sessions* sessions = engine_.sessions();

@@ -1,6 +1,8 @@
 // The MCP server's protocol logic, independent of the transport: it takes one JSON-RPC message
 // (a line) at a time and writes replies and notifications through a callback. Each tools/call
 // runs on its own thread, so ping and notifications/cancelled are answered while code runs.
+// Every message written says which client request it belongs to, so a transport that answers
+// each request on its own channel (Streamable HTTP) can route it; stdio ignores that.
 #pragma once
 
 #include <atomic>
@@ -20,46 +22,61 @@ namespace execbox::api {
 // Revisions we speak, newest first; the first is offered when the client asks for another.
 inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", "2025-03-26"};
 
+// One message out. `line` is a serialized JSON-RPC message (no newline). `request_id` is the id
+// of the client request the message belongs to (its reply, or a progress notification for it);
+// null when it belongs to none (the error reply to a message without a usable id). `last` marks
+// a request's final message: its reply, or, for a cancelled tools/call (which gets no reply), a
+// call with an empty `line` that writes nothing. Called from several threads, one at a time (the
+// server serializes the calls), in the order the messages are sent.
+using McpWrite = std::function<void(const nlohmann::json& request_id, const std::string& line, bool last)>;
+
 class McpServer {
  public:
-  // `write` gets one serialized message (no newline); it is called from several threads, one
-  // at a time (the server serializes the calls).
-  McpServer(engine::Engine& engine, std::string version, std::function<void(const std::string&)> write);
+  McpServer(engine::Engine& engine, std::string version, McpWrite write);
   ~McpServer();  // waits for in-flight calls
   McpServer(const McpServer&) = delete;
   McpServer& operator=(const McpServer&) = delete;
 
   void HandleLine(std::string_view line);
+  // One message already parsed (by ParseMessage, for its limits).
+  void HandleMessage(const nlohmann::json& message);
   // A line longer than the transport accepts: answered with a parse error, not read.
   void HandleOversized();
   // Blocks until every tools/call has replied (at end of input).
   void Drain();
+  // Cancels the running tools/call with this request id, as notifications/cancelled does (for a
+  // transport that saw its client go away).
+  void CancelRequest(const nlohmann::json& request_id);
+  // Cancels every running tools/call, and every later one as it starts (the transport's session
+  // is ending).
+  void CancelAll();
 
  private:
   struct Call {
     std::atomic<bool> cancel{false};
   };
 
-  void Send(const nlohmann::json& message);
+  void Send(const nlohmann::json& message, const nlohmann::json& request_id, bool last = true);
   void Dispatch(const nlohmann::json& message);
   nlohmann::json Initialize(const nlohmann::json& params);
   void StartToolCall(const nlohmann::json& id, const nlohmann::json& params);
   void Cancel(const nlohmann::json& params);
-  nlohmann::json RunTool(const std::string& name, const nlohmann::json& arguments,
+  nlohmann::json RunTool(const nlohmann::json& id, const std::string& name, const nlohmann::json& arguments,
                          const nlohmann::json& progress_token, const std::atomic<bool>& cancel);
-  nlohmann::json ExecutePython(const nlohmann::json& arguments, const nlohmann::json& progress_token,
-                               const std::atomic<bool>& cancel);
+  nlohmann::json ExecutePython(const nlohmann::json& id, const nlohmann::json& arguments,
+                               const nlohmann::json& progress_token, const std::atomic<bool>& cancel);
   nlohmann::json SessionTool(const std::string& name, const nlohmann::json& arguments);
 
   engine::Engine& engine_;
   std::string version_;
-  std::function<void(const std::string&)> write_;
+  McpWrite write_;
   std::mutex write_mu_;
 
   std::mutex calls_mu_;
   std::condition_variable calls_done_;
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by the request id's JSON text
   size_t running_ = 0;
+  bool cancel_all_ = false;
 };
 
 }  // namespace execbox::api

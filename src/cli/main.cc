@@ -6,6 +6,7 @@
 #include "cli/mcp_command.h"
 #include "cli/repl_command.h"
 #include "cli/run_command.h"
+#include "cli/serve_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"execbox: runs untrusted Python in a Linux sandbox and reports exactly what happened"};
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   execbox::cli::AddCheckCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
   execbox::cli::AddMcpCommand(app, exit_status);
+  execbox::cli::AddServeCommand(app, exit_status);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "api/json_rpc.h"
@@ -82,7 +83,9 @@ int RunMcp() {
     return 70;
   }
   std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ")\n";
-  api::McpServer server(**engine, "0.1.0", [](const std::string& line) {
+  // stdio is one channel: which request a message belongs to does not matter here.
+  api::McpServer server(**engine, "0.1.0", [](const nlohmann::json&, const std::string& line, bool) {
+    if (line.empty()) return;  // a request ended without a reply: nothing to write
     std::string framed = line + "\n";
     if (auto written = WriteAll(STDOUT_FILENO, framed); !written) {
       std::cerr << "execbox mcp: cannot write to stdout: " << written.error().message << "\n";

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string_view>
+
+#include "jail/policy.h"
 
 namespace execbox::engine {
 namespace {
@@ -42,6 +45,26 @@ const char* LostReason(const Result& r) {
 }
 
 SessionFailure Failed(std::string message) { return {SessionError::kFailed, std::move(message)}; }
+
+// "./a//b" -> "a/b": the plain form the keeper takes, or why the path cannot be one.
+Expected<std::string> PlainPath(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return Fail("file path '" + path + "' is absolute");
+  std::string plain;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view part(path.data() + start, end - start);
+    if (!part.empty() && part != ".") {
+      if (!plain.empty()) plain += '/';
+      plain += part;
+    }
+    start = end + 1;
+  }
+  if (plain.empty()) return Fail("file path '" + path + "' names no file");
+  if (auto valid = jail::ValidateRelativeName(plain); !valid) return std::unexpected(valid.error());
+  return plain;
+}
 SessionFailure NotFound(const std::string& id) { return {SessionError::kNotFound, "no session " + id}; }
 
 }  // namespace
@@ -143,12 +166,9 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
-  if (!s->child || !s->child->alive()) {
-    // Restart empty; the reply below says the state is gone (next_reply_lost is already set).
-    auto child = pool_.Acquire(s->limits, true);
-    if (!child) return std::unexpected(Failed("could not restart the session: " + child.error().message));
-    s->child = std::move(*child);
-  }
+  // Restart empty if the process is gone; the reply below says the state is gone
+  // (next_reply_lost is already set).
+  if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Failed(request.error().message));
   jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
@@ -180,6 +200,97 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
     ++s->generation;
   }
   return r;
+}
+
+void Sessions::Lost(Session& s, const char* reason) {
+  s.child.reset();
+  s.next_reply_lost = true;
+  s.lost_reason = reason;
+  ++s.generation;
+}
+
+SessionExpected<void> Sessions::EnsureChild(Session& s) {
+  if (s.child && s.child->alive()) return {};
+  // Restart empty; the next execution's reply says the state is gone (next_reply_lost is set).
+  auto child = pool_.Acquire(s.limits, true);
+  if (!child) return std::unexpected(Failed("could not restart the session: " + child.error().message));
+  s.child = std::move(*child);
+  return {};
+}
+
+SessionExpected<void> Sessions::WriteFile(const std::string& id, const std::string& path,
+                                          std::string content) {
+  auto s = Find(id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  s->last_used = std::chrono::system_clock::now();
+  auto plain = PlainPath(path);
+  if (!plain) return std::unexpected(Failed(plain.error().message));
+  if (content.size() > s->limits.work_dir_bytes) {
+    return std::unexpected(
+        SessionFailure{SessionError::kTooLarge, *plain + ": " + std::to_string(content.size()) +
+                                                    " bytes is more than the work dir holds (" +
+                                                    std::to_string(s->limits.work_dir_bytes) + " bytes)"});
+  }
+  for (int attempt = 0;; ++attempt) {
+    if (auto ok = EnsureChild(*s); !ok) return ok;
+    auto put = s->child->PutFile(*plain, content);
+    s->last_used = std::chrono::system_clock::now();
+    if (put) return {};
+    using K = jail::FileFailure::Kind;
+    switch (put.error().kind) {
+      case K::kTooLarge:
+        return std::unexpected(SessionFailure{SessionError::kTooLarge, put.error().message});
+      case K::kEnded:
+        // The process had ended between executions: restart it and write there, once.
+        Lost(*s, "exited");
+        if (attempt == 0) continue;
+        return std::unexpected(Failed("could not write " + *plain + ": " + put.error().message));
+      case K::kBroken:
+        Lost(*s, "internal_error");
+        return std::unexpected(Failed("could not write " + *plain + ": " + put.error().message));
+      case K::kNotFound:
+      case K::kRefused:
+        return std::unexpected(Failed("could not write " + put.error().message));
+    }
+  }
+}
+
+SessionExpected<std::string> Sessions::ReadFile(const std::string& id, const std::string& path,
+                                                uint64_t max_bytes) {
+  auto s = Find(id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  s->last_used = std::chrono::system_clock::now();
+  auto plain = PlainPath(path);
+  if (!plain) return std::unexpected(Failed(plain.error().message));
+  if (!s->child || !s->child->alive()) {
+    // The state was lost and the session not yet restarted: its work dir is empty.
+    return std::unexpected(SessionFailure{SessionError::kFileNotFound,
+                                          *plain + ": no such file (the session's state was lost)"});
+  }
+  auto got = s->child->GetFile(*plain, max_bytes);
+  s->last_used = std::chrono::system_clock::now();
+  if (got) return std::move(*got);
+  using K = jail::FileFailure::Kind;
+  switch (got.error().kind) {
+    case K::kNotFound:
+      return std::unexpected(SessionFailure{SessionError::kFileNotFound, got.error().message});
+    case K::kTooLarge:
+      return std::unexpected(SessionFailure{SessionError::kTooLarge, got.error().message});
+    case K::kEnded:
+      Lost(*s, "exited");
+      return std::unexpected(SessionFailure{SessionError::kFileNotFound,
+                                            *plain + ": no such file (" + got.error().message + ")"});
+    case K::kBroken:
+      Lost(*s, "internal_error");
+      return std::unexpected(Failed("could not read " + *plain + ": " + got.error().message));
+    case K::kRefused:
+      break;
+  }
+  return std::unexpected(Failed("could not read " + got.error().message));
 }
 
 SessionExpected<SessionInfo> Sessions::Info(const std::string& id) {

@@ -40,7 +40,13 @@ struct SessionInfo {
   uint64_t private_bytes = 0, pss_bytes = 0;  // of the session's Python process, when known
 };
 
-enum class SessionError { kNotFound, kFull, kFailed };
+enum class SessionError {
+  kNotFound,      // no such session
+  kFull,          // max_sessions reached
+  kFailed,        // anything else; the message says what
+  kFileNotFound,  // ReadFile: missing, not a regular file, or a symbolic link on the path
+  kTooLarge,      // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
+};
 
 struct SessionFailure {
   SessionError kind;
@@ -68,6 +74,24 @@ class Sessions {
   // and says why, rather than returning a copy that shares the original's work dir.
   SessionExpected<SessionInfo> Fork(const std::string& id);
   SessionExpected<void> Delete(const std::string& id);
+  // A session's files, between its executions (each waits for a running execution and counts
+  // as use for the idle TTL; neither touches the session's globals or its execution count).
+  // The session's keeper does the work inside the session's own mount namespace: nothing the
+  // code planted is followed or opened (a symbolic link at any component, a FIFO, a device),
+  // and nothing outside the work dir is reached. `path` is relative to the work dir ("./" and
+  // repeated slashes are tolerated; "..", an absolute path or a control character is kFailed).
+  //
+  // Writes `content` to `path`, creating parent dirs. Whatever non-directory is at `path` (a
+  // file, a symbolic link, a FIFO) is replaced by the new file, never written through; a parent
+  // that is a symbolic link or a file fails (kFailed, saying so); so does a directory at `path`.
+  // kTooLarge past the work dir's size or when it is full; kNotFound for an unknown session.
+  // The file is not reported among the next execution's files unless that execution changes
+  // it. A session whose process had ended is restarted first (empty, and the next execution's
+  // reply says the state was lost), so the file is there for the next execution.
+  SessionExpected<void> WriteFile(const std::string& id, const std::string& path, std::string content);
+  // The file's bytes. kNotFound for an unknown session; kFileNotFound when the path does not
+  // exist, is not a regular file, or reaches through a symlink; kTooLarge past max_bytes.
+  SessionExpected<std::string> ReadFile(const std::string& id, const std::string& path, uint64_t max_bytes);
   size_t size();
   // Closes sessions idle past the TTL now (the background sweep calls it too).
   size_t SweepIdle();
@@ -76,6 +100,10 @@ class Sessions {
   struct Session;
   std::shared_ptr<Session> Find(const std::string& id);
   SessionInfo InfoOf(Session& s);
+  // The session's process is gone (found outside an execution): the next reply says so.
+  static void Lost(Session& s, const char* reason);
+  // Restarts a session whose process is gone; false with the reason when no child is available.
+  SessionExpected<void> EnsureChild(Session& s);
 
   Pool& pool_;
   SessionOptions options_;

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "jail/wire.h"
@@ -222,7 +224,235 @@ void WalkDir(Walk& w, int dirfd, size_t path_len, int depth) noexcept {
   }
 }
 
+void SendFileResult(int control, int err, const char* what) noexcept {
+  wire::Header h{.kind = wire::Kind::kFileResult, .a = err};
+  wire::CopyText(h.text, sizeof h.text, what);
+  (void)wire::WriteExact(control, &h, sizeof h);
+}
+
+// `path` beneath `dirfd`, resolved without following any symbolic link (the last component
+// included), without ".." leaving `dirfd`, and without crossing a mount point.
+int OpenBeneath(int dirfd, const char* path, int flags) noexcept {
+  struct open_how how {};
+  how.flags = static_cast<uint64_t>(flags | O_NOFOLLOW | O_CLOEXEC);
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
+  long fd = ::syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+  if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return static_cast<int>(fd);
+  // No openat2 (before Linux 5.6, or filtered): one component at a time, none followed. The
+  // path is plain (no "..", checked by the caller), so it cannot climb out.
+  char parts[4096];
+  size_t len = std::strlen(path);
+  if (len >= sizeof parts) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  std::memcpy(parts, path, len + 1);
+  int dir = dirfd;
+  char* name = parts;
+  for (char* p = parts; *p != '\0'; ++p) {
+    if (*p != '/') continue;
+    *p = '\0';
+    int next = ::openat(dir, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int err = errno;
+    if (dir != dirfd) ::close(dir);
+    if (next < 0) {
+      errno = err;  // ENOTDIR: a symbolic link or a file where a directory should be
+      return -1;
+    }
+    dir = next;
+    name = p + 1;
+  }
+  int fd2 = ::openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC);
+  int err = errno;
+  if (dir != dirfd) ::close(dir);
+  errno = err;
+  return fd2;
+}
+
+// Why an open beneath the work dir failed, in words.
+const char* OpenFailure(int err) noexcept {
+  switch (err) {
+    case ENOENT:
+      return "no such file";
+    case ELOOP:
+      return "a symbolic link (not followed)";
+    case ENOTDIR:
+      return "a parent on the path is not a directory (or is a symbolic link)";
+    case EXDEV:
+      return "the path leaves the work dir";
+    case EACCES:
+      return "permission denied (the code changed the file's mode)";
+    case EAGAIN:
+      return "the code holds a lease on the file";
+    default:
+      return "cannot open the file";
+  }
+}
+
 }  // namespace
+
+bool PlainRelativePath(const char* path, size_t len) noexcept {
+  if (len == 0 || len >= 4096 || std::memchr(path, '\0', len) != nullptr) return false;
+  size_t start = 0;
+  while (start <= len) {
+    size_t end = start;
+    while (end < len && path[end] != '/') ++end;
+    size_t part = end - start;
+    if (part == 0) return false;  // absolute, "a//b" or a trailing slash
+    if (path[start] == '.' && (part == 1 || (part == 2 && path[start + 1] == '.'))) return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+void SendOneFile(int control, int workfd, const char* path, uint64_t max_bytes) noexcept {
+  if (!PlainRelativePath(path, std::strlen(path)))
+    return SendFileResult(control, EINVAL, "not a plain relative path");
+  // Looked at through O_PATH first: a FIFO or device is never opened (opening a FIFO to read
+  // would wake a writer the code left waiting on it).
+  int probe = OpenBeneath(workfd, path, O_PATH);
+  if (probe < 0) return SendFileResult(control, errno, OpenFailure(errno));
+  struct stat st {};
+  bool looked = ::fstat(probe, &st) == 0;
+  ::close(probe);
+  if (looked && S_ISLNK(st.st_mode)) return SendFileResult(control, ELOOP, OpenFailure(ELOOP));
+  if (!looked || !S_ISREG(st.st_mode)) return SendFileResult(control, ENOENT, "not a regular file");
+  // The code may swap the entry meanwhile: O_NONBLOCK so that nothing can make the open wait
+  // (a FIFO, a lease), and the descriptor itself is checked again.
+  int fd = OpenBeneath(workfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return SendFileResult(control, errno, OpenFailure(errno));
+  struct stat fst {};
+  if (::fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+    ::close(fd);
+    return SendFileResult(control, ENOENT, "not a regular file");
+  }
+  if (static_cast<uint64_t>(fst.st_size) > max_bytes) {
+    ::close(fd);
+    return SendFileResult(control, EFBIG, "larger than the most bytes asked for");
+  }
+  // The size is taken once: a file that changes under the read cannot break the framing; the
+  // result then says it changed.
+  uint64_t size = static_cast<uint64_t>(fst.st_size);
+  wire::Header h{.kind = wire::Kind::kFileData, .b = static_cast<int64_t>(size)};
+  if (!wire::WriteExact(control, &h, sizeof h)) {
+    ::close(fd);
+    return;
+  }
+  bool changed = false;
+  char buf[65536];
+  for (uint64_t left = size; left > 0;) {
+    size_t want = left > sizeof buf ? sizeof buf : static_cast<size_t>(left);
+    ssize_t n = ::read(fd, buf, want);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {  // shrunk meanwhile
+      changed = true;
+      std::memset(buf, 0, want);
+      n = static_cast<ssize_t>(want);
+    }
+    if (!wire::WriteExact(control, buf, static_cast<size_t>(n))) {
+      ::close(fd);
+      return;
+    }
+    left -= static_cast<uint64_t>(n);
+  }
+  struct stat after {};
+  if (::read(fd, buf, 1) != 0 || ::fstat(fd, &after) != 0 || after.st_size != fst.st_size ||
+      after.st_mtim.tv_sec != fst.st_mtim.tv_sec || after.st_mtim.tv_nsec != fst.st_mtim.tv_nsec) {
+    changed = true;
+  }
+  ::close(fd);
+  if (changed) return SendFileResult(control, EAGAIN, "the file changed while it was read");
+  SendFileResult(control, 0, "");
+}
+
+Received ReceiveOneFile(int control, int workfd, const char* path, int64_t size,
+                        struct stat* written) noexcept {
+  char parts[4096];
+  size_t len = std::strlen(path);
+  if (!PlainRelativePath(path, len) || len >= sizeof parts) {
+    if (!Discard(control, size)) return Received::kBrokenOff;
+    SendFileResult(control, EINVAL, "not a plain relative path");
+    return Received::kRefused;
+  }
+  std::memcpy(parts, path, len + 1);
+  int err = 0;
+  const char* what = nullptr;
+  // The parents, made where missing and each opened (never followed) before the next.
+  int dir = workfd;
+  char* leaf = parts;
+  for (char* p = parts; *p != '\0' && what == nullptr; ++p) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (::mkdirat(dir, leaf, 0755) != 0 && errno != EEXIST) {
+      err = errno;
+      what = "cannot create a parent directory";
+      break;
+    }
+    int next = OpenBeneath(dir, leaf, O_PATH | O_DIRECTORY);
+    if (next < 0) {
+      err = errno;
+      what = err == ELOOP     ? "a parent on the path is a symbolic link (not followed)"
+             : err == ENOTDIR ? "a parent on the path is not a directory (or is a symbolic link)"
+                              : "cannot open a parent directory";
+      break;
+    }
+    if (dir != workfd) ::close(dir);
+    dir = next;
+    leaf = p + 1;
+  }
+  // A new file beside the target (O_EXCL: never an entry the code made), renamed over it.
+  char temp[64];
+  int fd = -1;
+  static unsigned counter = 0;
+  for (int i = 0; what == nullptr && fd < 0 && i < 64; ++i) {
+    std::snprintf(temp, sizeof temp, ".execbox-upload-%d-%u", static_cast<int>(::getpid()), ++counter);
+    fd = ::openat(dir, temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) {
+      err = errno;
+      what = "cannot create the file";
+    }
+  }
+  if (what == nullptr && fd < 0) {
+    err = EEXIST;
+    what = "cannot create the file";
+  }
+  char buf[65536];
+  bool broken = false;
+  for (int64_t left = size; left > 0;) {
+    size_t n = left > static_cast<int64_t>(sizeof buf) ? sizeof buf : static_cast<size_t>(left);
+    if (!wire::ReadExact(control, buf, n)) {
+      broken = true;
+      break;
+    }
+    if (what == nullptr && !wire::WriteExact(fd, buf, n)) {
+      err = errno;
+      what =
+          err == ENOSPC || err == EFBIG || err == EDQUOT ? "the work dir is full" : "cannot write the file";
+    }
+    left -= static_cast<int64_t>(n);
+  }
+  bool renamed = false;
+  if (!broken && what == nullptr) {
+    renamed = ::renameat(dir, temp, dir, leaf) == 0;
+    if (!renamed) {
+      err = errno;
+      what = err == EISDIR || err == ENOTEMPTY || err == EEXIST ? "a directory is at the path"
+                                                                : "cannot put the file in place";
+    }
+  }
+  bool ok = renamed;
+  if (ok && ::fstat(fd, written) != 0) *written = {};
+  if (fd >= 0 && !renamed) ::unlinkat(dir, temp, 0);
+  if (fd >= 0) ::close(fd);
+  if (dir != workfd) ::close(dir);
+  if (broken) return Received::kBrokenOff;
+  if (ok) {
+    SendFileResult(control, 0, "");
+    return Received::kWritten;
+  }
+  SendFileResult(control, err != 0 ? err : EIO, what != nullptr ? what : "cannot write the file");
+  return Received::kRefused;
+}
 
 int MountProc(const char* target) noexcept {
   // subset=pid (Linux 5.8+) leaves out host facts such as cpuinfo, meminfo and sysctls.

@@ -37,4 +37,30 @@ struct FileFilter {
 };
 void SendOutputsFiltered(const ChildPlan& plan, const FileFilter* filter) noexcept;
 
+// A session's files between executions: the keeper's side of kReadFile and kWriteFile. `workfd`
+// is the work dir; `path` a plain relative path (PlainRelativePath). Neither call follows a
+// symbolic link at any component, leaves the work dir or crosses a mount, opens anything but a
+// regular file or a directory, or blocks on what the code planted (a FIFO, a lease). The code's
+// processes may live on meanwhile and change the tree under the call: each step holds the
+// directory it reached by descriptor, so a swap can make the call fail, never go elsewhere.
+
+// True for "a/b/c": no empty, "." or ".." component, no NUL, not absolute, shorter than 4096.
+bool PlainRelativePath(const char* path, size_t len) noexcept;
+// kFileData with the regular file's content (when it holds at most max_bytes), then kFileResult;
+// or kFileResult alone with why not: ENOENT for a missing path, a directory, a FIFO or anything
+// else that is not a regular file; ELOOP when a component is a symbolic link; EFBIG when larger.
+void SendOneFile(int control, int workfd, const char* path, uint64_t max_bytes) noexcept;
+// Reads `size` bytes from `control` into `path`, creating missing parent directories (0755).
+// The content goes to a new file beside the target that is renamed over it: whatever was there
+// (a file, a symbolic link, a FIFO) is replaced, never opened or followed; a directory there, or
+// a parent that is not a directory (a symbolic link included), fails. Ends with kFileResult,
+// unless `control` broke off mid-content.
+enum class Received {
+  kWritten,    // `*written` is the new file's stat
+  kRefused,    // the reason was sent
+  kBrokenOff,  // the content did not all arrive: nothing was sent
+};
+Received ReceiveOneFile(int control, int workfd, const char* path, int64_t size,
+                        struct stat* written) noexcept;
+
 }  // namespace execbox::jail

@@ -137,7 +137,30 @@ struct ChangedFiles {
     SendOutputsFiltered(plan, &filter);
     last.swap(now);
   }
+  // A file the host put in place between executions: not the code's doing, so it goes back
+  // only once the code changes it.
+  void Uploaded(const char* path, const struct stat& st) {
+    if (last.size() < (1u << 16)) last[path] = FileStamp{st.st_ino, st.st_mtim, st.st_ctim, st.st_size};
+  }
 };
+
+// One kReadFile or kWriteFile from the host, between a session's executions. False when the
+// request itself is malformed or the host went away mid-request: the stream is no longer framed.
+bool ServeFile(int control, int workfd, const wire::Header& h, ChangedFiles& changed) {
+  char path[4096];
+  if (h.a <= 0 || h.a >= static_cast<int64_t>(sizeof path) || h.b < 0) return false;
+  if (!wire::ReadExact(control, path, static_cast<size_t>(h.a))) return false;
+  path[h.a] = '\0';
+  if (std::strlen(path) != static_cast<size_t>(h.a)) path[0] = '\0';  // a NUL inside: refused below
+  if (h.kind == wire::Kind::kReadFile) {
+    SendOneFile(control, workfd, path, static_cast<uint64_t>(h.b));
+    return true;
+  }
+  struct stat st {};
+  Received r = ReceiveOneFile(control, workfd, path, h.b, &st);
+  if (r == Received::kWritten) changed.Uploaded(path, st);
+  return r != Received::kBrokenOff;
+}
 
 // Waits for the code's process; stops it when told; sends files back.
 [[noreturn]] void Keep(const WarmChildSpec& spec, int control, pid_t code, int sigfd,
@@ -151,6 +174,11 @@ struct ChangedFiles {
                           {.fd = sigfd, .events = POLLIN, .revents = 0}};
   bool control_open = true;
   ChangedFiles changed;
+  // The work dir as this keeper mounted it (the code cannot unmount or replace it): session
+  // files are read and written beneath it by descriptor.
+  int workfd = ::open(setup.work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  ::umask(022);
+  ::signal(SIGXFSZ, SIG_IGN);  // a file past a size limit is an error to report, not a death
   for (;;) {
     if (::poll(fds, control_open ? 2 : 1, -1) < 0 && errno != EINTR) ::_exit(1);
     if (control_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -164,6 +192,11 @@ struct ChangedFiles {
       } else if (h.kind == wire::Kind::kCollect) {
         changed.Collect(plan);
         Send(control, wire::Kind::kCollected);
+      } else if (h.kind == wire::Kind::kReadFile || h.kind == wire::Kind::kWriteFile) {
+        if (!ServeFile(control, workfd, h, changed)) {
+          ::kill(code, SIGKILL);  // fail closed: the host sees the keeper end
+          ::_exit(1);
+        }
       }
       continue;
     }

@@ -15,6 +15,10 @@ enum class Kind : uint32_t {
   kStop = 4,        // kill the code's whole tree now (a limit was reached)
   kCollect = 5,     // warm session: send the work dir's files changed since the last kCollect
   kHello = 6,       // warm child -> host, first message: the host reads the pid from its credentials
+  // host -> warm session keeper, between executions (the reply is kFileData and/or kFileResult):
+  kReadFile = 7,   // a = path length, b = the most bytes wanted; the path follows (relative to the
+                   // work dir). Reply: kFileData then kFileResult, or kFileResult alone (an error).
+  kWriteFile = 8,  // a = path length, b = content length; path and content follow. Reply: kFileResult.
   // init -> supervisor
   kStarted = 10,      // the code is running (exec succeeded); a = its pid inside
   kSetupFailed = 11,  // text = the step that failed, a = errno
@@ -23,6 +27,8 @@ enum class Kind : uint32_t {
   kSkippedFile = 14,  // a = name length; name follows; text = why
   kDone = 15,         // nothing more will come
   kCollected = 16,    // warm session: the files asked for by kCollect are all sent
+  kFileData = 17,     // b = content length; the content of the file asked for by kReadFile follows
+  kFileResult = 18,   // the end of a kReadFile/kWriteFile: a = 0, or an errno; text = what failed
 };
 
 struct Header {

@@ -11,7 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 
 #include "base/io.h"
@@ -24,6 +27,9 @@ namespace {
 
 constexpr auto kSpawnTimeout = std::chrono::seconds(20);
 constexpr size_t kLogKeep = 8192;
+// A session file request: the keeper answers at once (it never waits on what the code made),
+// so only a wedged or dead keeper runs into this.
+constexpr auto kFileTimeout = std::chrono::seconds(60);
 
 // Waits until `fd` is readable; false on timeout.
 bool WaitReadable(int fd, Clock::time_point deadline) {
@@ -35,6 +41,69 @@ bool WaitReadable(int fd, Clock::time_point deadline) {
     if (n > 0) return true;
     if (n < 0 && errno != EINTR) return false;
   }
+}
+
+bool WaitWritable(int fd, Clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLOUT, .revents = 0};
+    int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return false;
+  }
+}
+
+// Exactly `size` bytes over a (blocking) stream socket, waiting no later than `deadline`.
+bool RecvExactBy(int fd, void* data, size_t size, Clock::time_point deadline) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = ::recv(fd, p, size, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    if (errno != EINTR && !WaitReadable(fd, deadline)) return false;
+  }
+  return true;
+}
+
+bool SendExactBy(int fd, const void* data, size_t size, Clock::time_point deadline) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::send(fd, p, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      size -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+    if (errno != EINTR && !WaitWritable(fd, deadline)) return false;
+  }
+  return true;
+}
+
+// What the keeper's errno means to the caller.
+FileFailure::Kind FileFailureKind(int err, bool reading) {
+  using K = FileFailure::Kind;
+  if (reading) {
+    switch (err) {
+      case ENOENT:
+      case ENOTDIR:
+      case ELOOP:
+      case EXDEV:
+      case EISDIR:
+      case ENXIO:
+        return K::kNotFound;
+      case EFBIG:
+        return K::kTooLarge;
+      default:
+        return K::kRefused;
+    }
+  }
+  return err == ENOSPC || err == EFBIG || err == EDQUOT ? K::kTooLarge : K::kRefused;
 }
 
 // Reads one control header and, when the sender's credentials came with it, its pid.
@@ -386,6 +455,100 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   // A used-up child is ended by its destructor (killed, its cgroup removed): off the request's
   // path when the owner hands it to a background reaper (Pool::Retire).
   return out;
+}
+
+FileFailure WarmChild::Broken(std::string message) {
+  alive_ = false;  // the stream is no longer framed: this child is done
+  if (keeper_pidfd_.Valid()) ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
+  return {FileFailure::Kind::kBroken, std::move(message)};
+}
+
+FileExpected<std::string> WarmChild::FileReply(const std::string& path, bool reading, uint64_t max_bytes,
+                                               Clock::time_point deadline) {
+  int ctl = control_.Get();
+  std::string content;
+  bool have_data = false;
+  for (;;) {
+    wire::Header h{};
+    if (!RecvExactBy(ctl, &h, sizeof h, deadline)) {
+      return std::unexpected(Broken(Clock::now() >= deadline ? "the session's keeper did not answer in time"
+                                                             : "the session's keeper ended"));
+    }
+    switch (h.kind) {
+      case wire::Kind::kExited:
+        // The code's process had ended before the request (the keeper then sends kDone and
+        // exits without reading it): the work dir went with it.
+        alive_ = false;
+        return std::unexpected(FileFailure{FileFailure::Kind::kEnded,
+                                           "the session's process had ended; its state and files are gone"});
+      case wire::Kind::kFileData:
+        if (!reading || have_data || h.b < 0 || static_cast<uint64_t>(h.b) > max_bytes) {
+          return std::unexpected(Broken("unexpected file data from the session's keeper"));
+        }
+        content.resize(static_cast<size_t>(h.b));
+        if (!RecvExactBy(ctl, content.data(), content.size(), deadline)) {
+          return std::unexpected(Broken("the file's content broke off"));
+        }
+        have_data = true;
+        break;
+      case wire::Kind::kFileResult: {
+        if (h.a == 0) {
+          if (reading && !have_data) return std::unexpected(Broken("the session's keeper sent no content"));
+          return content;
+        }
+        h.text[sizeof h.text - 1] = '\0';
+        int err = static_cast<int>(h.a);
+        return std::unexpected(FileFailure{FileFailureKind(err, reading),
+                                           path + ": " + h.text + " (" + std::strerror(err) + ")"});
+      }
+      default:
+        return std::unexpected(Broken("unexpected message from the session's keeper"));
+    }
+  }
+}
+
+FileExpected<std::string> WarmChild::GetFile(const std::string& path, uint64_t max_bytes) {
+  if (!alive_ || !options_.session || !control_.Valid()) {
+    return std::unexpected(FileFailure{FileFailure::Kind::kEnded, "the session's process has ended"});
+  }
+  if (auto valid = ValidateRelativeName(path); !valid) {
+    return std::unexpected(FileFailure{FileFailure::Kind::kRefused, valid.error().message});
+  }
+  const auto deadline = Clock::now() + kFileTimeout;
+  wire::Header h{.kind = wire::Kind::kReadFile,
+                 .a = static_cast<int64_t>(path.size()),
+                 .b = static_cast<int64_t>(std::min<uint64_t>(max_bytes, INT64_MAX))};
+  int ctl = control_.Get();
+  if (!SendExactBy(ctl, &h, sizeof h, deadline) || !SendExactBy(ctl, path.data(), path.size(), deadline)) {
+    // A keeper that exited after its code's process ended said so first.
+    auto why = FileReply(path, true, max_bytes, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+    if (!why && why.error().kind == FileFailure::Kind::kEnded) return why;
+    return std::unexpected(Broken("could not ask the session's keeper for the file"));
+  }
+  return FileReply(path, true, max_bytes, deadline);
+}
+
+FileExpected<void> WarmChild::PutFile(const std::string& path, std::string_view content) {
+  if (!alive_ || !options_.session || !control_.Valid()) {
+    return std::unexpected(FileFailure{FileFailure::Kind::kEnded, "the session's process has ended"});
+  }
+  if (auto valid = ValidateRelativeName(path); !valid) {
+    return std::unexpected(FileFailure{FileFailure::Kind::kRefused, valid.error().message});
+  }
+  const auto deadline = Clock::now() + kFileTimeout;
+  wire::Header h{.kind = wire::Kind::kWriteFile,
+                 .a = static_cast<int64_t>(path.size()),
+                 .b = static_cast<int64_t>(content.size())};
+  int ctl = control_.Get();
+  if (!SendExactBy(ctl, &h, sizeof h, deadline) || !SendExactBy(ctl, path.data(), path.size(), deadline) ||
+      !SendExactBy(ctl, content.data(), content.size(), deadline)) {
+    auto why = FileReply(path, false, 0, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+    if (!why && why.error().kind == FileFailure::Kind::kEnded) return std::unexpected(why.error());
+    return std::unexpected(Broken("could not send the file to the session's keeper"));
+  }
+  auto reply = FileReply(path, false, 0, deadline);
+  if (!reply) return std::unexpected(reply.error());
+  return {};
 }
 
 bool WarmChild::Probe() {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <expected>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,6 +20,22 @@
 namespace execbox::jail {
 
 struct Launched;
+
+// Why a session file could not be read or written (WarmChild::GetFile, PutFile).
+struct FileFailure {
+  enum class Kind {
+    kNotFound,  // missing, not a regular file, or a symbolic link on the path
+    kTooLarge,  // past the most bytes asked for; for a write, the work dir is full
+    kRefused,   // anything else the keeper refused (a directory at the path, a parent that is
+                // a file or a symbolic link, permissions the code changed, ...)
+    kEnded,     // the child's code process had ended before the request: its work dir is gone
+    kBroken,    // the exchange with the keeper failed; the child is killed
+  };
+  Kind kind;
+  std::string message;
+};
+template <typename T>
+using FileExpected = std::expected<T, FileFailure>;
 
 struct WarmChildOptions {
   Limits limits;
@@ -39,6 +56,15 @@ class WarmChild {
   // A one-shot child is used up after this; a session child lives on unless it died.
   Expected<Outcome> Execute(std::string_view request, const std::string& stdin_data, const Limits& limits,
                             const RunHooks& hooks);
+  // A session child, between executions: its keeper (trusted, in the child's own mount
+  // namespace) writes or reads one file of the work dir. `path` is relative to the work dir
+  // and plain (ValidateRelativeName). Nothing is followed that the code planted: a symbolic
+  // link at any component, a FIFO, a device; a write replaces what is at the path (a file, a
+  // symbolic link) rather than writing through it. The code's state is untouched, and an
+  // uploaded file is not reported as written by the next execution unless that changes it.
+  // Any failure but kEnded and kBroken leaves the child alive; those two mark it dead.
+  FileExpected<void> PutFile(const std::string& path, std::string_view content);
+  FileExpected<std::string> GetFile(const std::string& path, uint64_t max_bytes);
   // False once the code's process has ended (or was never usable).
   bool alive() const { return alive_; }
   // Checks the child is still there (its sockets not hung up), without waiting; false also
@@ -54,6 +80,10 @@ class WarmChild {
  private:
   friend class Zygote;
   WarmChild() = default;
+  // Reads the keeper's reply to a file request: the content (a read) and the kFileResult.
+  FileExpected<std::string> FileReply(const std::string& path, bool reading, uint64_t max_bytes,
+                                      std::chrono::steady_clock::time_point deadline);
+  FileFailure Broken(std::string message);
   WarmChildOptions options_;
   pid_t keeper_ = -1;  // host pid of the keeper
   UniqueFd keeper_pidfd_;

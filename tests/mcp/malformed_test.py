@@ -59,6 +59,7 @@ expect_error("tools/call without a name", rpc(7, "tools/call", {}), -32602, 7)
 expect_error("unknown tool", rpc(8, "tools/call", {"name": "nope", "arguments": {}}), -32602, 8)
 expect_error("batch", b"[" + rpc(9, "ping") + b"]", -32600)
 expect_error("not an object", b"42", -32600)
+expect_error("jsonrpc not a string", b'{"jsonrpc":2,"id":12,"method":"ping"}', -32600, 12)
 
 send(rpc(10, "tools/call", {"name": "execute_python",
                              "arguments": {"code": "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok')"}}))

@@ -512,6 +512,230 @@ TEST_F(WarmSessions, JunkOnItsOwnChannelDoesNotConfuseTheHost) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// ---- session files (Sessions::WriteFile / ReadFile) ----
+
+std::string AllByteValues() {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
+  return all;
+}
+
+// 3 MiB that numpy in the session can rebuild: byte i is ((i * 2654435761) >> 13) & 255.
+std::string ThreeMiB() {
+  std::string big(3u << 20, '\0');
+  for (uint64_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761ull >> 13) & 255);
+  return big;
+}
+
+TEST_F(WarmSessions, FilesGoInAndOutByteForByteAndTheStateStays) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Exec(s->id, "x = 41");
+  const std::string all = AllByteValues(), big = ThreeMiB();
+  auto w1 = S().WriteFile(s->id, "data.bin", all);
+  ASSERT_TRUE(w1.has_value()) << w1.error().message;
+  auto w2 = S().WriteFile(s->id, "big.bin", big);
+  ASSERT_TRUE(w2.has_value()) << w2.error().message;
+  auto w3 = S().WriteFile(s->id, "a/b/c.txt", "nested");
+  ASSERT_TRUE(w3.has_value()) << w3.error().message;
+  auto w4 = S().WriteFile(s->id, "empty", "");
+  ASSERT_TRUE(w4.has_value()) << w4.error().message;
+
+  Result seen =
+      Exec(s->id,
+           "import numpy as np, os\n"
+           "want = ((np.arange(3 << 20, dtype=np.uint64) * np.uint64(2654435761)) >> np.uint64(13)) "
+           "& np.uint64(255)\n"
+           "print(open('data.bin', 'rb').read() == bytes(range(256)),\n"
+           "      open('big.bin', 'rb').read() == want.astype(np.uint8).tobytes(),\n"
+           "      open('a/b/c.txt').read(), os.path.getsize('empty'), x,\n"
+           "      sorted(n for n in os.listdir('.') if n.startswith('.')))\n"
+           "open('out.bin', 'wb').write(bytes(range(255, -1, -1)))");
+  EXPECT_EQ(Out(seen), "True True nested 0 41 []\n") << Describe(seen);
+  ASSERT_TRUE(seen.session.has_value());
+  EXPECT_TRUE(seen.session->preserved);
+  ASSERT_EQ(seen.files.size(), 1u) << "uploaded files are not the code's: " << Describe(seen);
+  EXPECT_EQ(seen.files[0].name, "out.bin");
+
+  auto r1 = S().ReadFile(s->id, "data.bin", 1 << 20);
+  ASSERT_TRUE(r1.has_value()) << r1.error().message;
+  EXPECT_EQ(*r1, all);
+  auto r2 = S().ReadFile(s->id, "big.bin", 8 << 20);
+  ASSERT_TRUE(r2.has_value()) << r2.error().message;
+  EXPECT_TRUE(*r2 == big) << "3 MiB came back different (" << r2->size() << " bytes)";
+  auto r3 = S().ReadFile(s->id, "./a//b/c.txt", 100);
+  ASSERT_TRUE(r3.has_value()) << r3.error().message;
+  EXPECT_EQ(*r3, "nested");
+  auto r4 = S().ReadFile(s->id, "out.bin", 256);
+  ASSERT_TRUE(r4.has_value()) << r4.error().message;
+  EXPECT_EQ(*r4, std::string(all.rbegin(), all.rend()));
+  auto r5 = S().ReadFile(s->id, "empty", 0);
+  ASSERT_TRUE(r5.has_value()) << r5.error().message;
+  EXPECT_EQ(*r5, "");
+
+  // Overwriting replaces the content; a file the code then changes comes back as the code's.
+  ASSERT_TRUE(S().WriteFile(s->id, "data.bin", "v2").has_value());
+  Result after = Exec(s->id, "print(open('data.bin', 'rb').read(), x)\nopen('a/b/c.txt', 'a').write('!')");
+  EXPECT_EQ(Out(after), "b'v2' 41\n") << Describe(after);
+  ASSERT_EQ(after.files.size(), 1u) << Describe(after);
+  EXPECT_EQ(after.files[0].name, "a/b/c.txt");
+  EXPECT_TRUE(after.session->preserved);
+
+  auto info = S().Info(s->id);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->executions, 3u) << "file transfers are not executions";
+  EXPECT_EQ(info->generation, 0u);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, FileErrorsAreTyped) {
+  EXPECT_EQ(S().WriteFile("s_nope", "a.txt", "x").error().kind, SessionError::kNotFound);
+  EXPECT_EQ(S().ReadFile("s_nope", "a.txt", 10).error().kind, SessionError::kNotFound);
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result made = Exec(s->id,
+                     "import os\nos.mkdir('dir')\nopen('k1000', 'wb').write(b'k' * 1000)\n"
+                     "with open('sparse', 'wb') as f:\n    f.truncate(50 << 20)\nkeep = 'kept'");
+  EXPECT_EQ(made.status, Status::kOk) << Describe(made);
+  auto missing = S().ReadFile(s->id, "missing.txt", 10);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().kind, SessionError::kFileNotFound) << missing.error().message;
+  EXPECT_EQ(S().ReadFile(s->id, "dir", 10).error().kind, SessionError::kFileNotFound);
+  EXPECT_EQ(S().ReadFile(s->id, "dir/missing", 10).error().kind, SessionError::kFileNotFound);
+  EXPECT_EQ(S().ReadFile(s->id, "k1000/below", 10).error().kind, SessionError::kFileNotFound);
+  auto over = S().ReadFile(s->id, "k1000", 999);
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().kind, SessionError::kTooLarge) << over.error().message;
+  auto exact = S().ReadFile(s->id, "k1000", 1000);
+  ASSERT_TRUE(exact.has_value()) << exact.error().message;
+  EXPECT_EQ(*exact, std::string(1000, 'k'));
+  auto t0 = std::chrono::steady_clock::now();
+  auto sparse = S().ReadFile(s->id, "sparse", 1 << 20);
+  ASSERT_FALSE(sparse.has_value());
+  EXPECT_EQ(sparse.error().kind, SessionError::kTooLarge);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "a sparse file is not read";
+  // Paths that leave the work dir never reach the keeper.
+  for (const char* bad : {"../etc/passwd", "/etc/passwd", "a/../../x", "", "."}) {
+    EXPECT_EQ(S().ReadFile(s->id, bad, 1 << 20).error().kind, SessionError::kFailed) << bad;
+    EXPECT_EQ(S().WriteFile(s->id, bad, "x").error().kind, SessionError::kFailed) << bad;
+  }
+  // A directory at the path, or a file where a parent should be: refused, nothing changed.
+  EXPECT_EQ(S().WriteFile(s->id, "dir", "x").error().kind, SessionError::kFailed);
+  EXPECT_EQ(S().WriteFile(s->id, "k1000/x", "x").error().kind, SessionError::kFailed);
+  // Larger than the work dir, or than what is left of it (the keeper's write fails: ENOSPC).
+  const uint64_t disk = Program("").limits.work_dir_bytes;
+  EXPECT_EQ(S().WriteFile(s->id, "huge", std::string(disk + 1, 'h')).error().kind, SessionError::kTooLarge);
+  ASSERT_TRUE(S().WriteFile(s->id, "half1", std::string(disk * 6 / 10, '1')).has_value());
+  auto full = S().WriteFile(s->id, "half2", std::string(disk * 6 / 10, '2'));
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().kind, SessionError::kTooLarge) << full.error().message;
+  Result left = Exec(s->id,
+                     "import os\nprint(keep, os.path.isdir('dir'), os.path.getsize('k1000'), "
+                     "sorted(n for n in os.listdir('.') if n.startswith('.') or n.startswith('half')))");
+  EXPECT_EQ(Out(left), "kept True 1000 ['half1']\n")
+      << "a failed write leaves nothing behind: " << Describe(left);
+  EXPECT_TRUE(left.session->preserved);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, FileDownloadsFollowNothingTheCodePlanted) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result planted =
+      Exec(s->id,
+           "import os, threading\nopen('real.txt', 'w').write('r')\n"
+           "os.symlink('/etc/passwd', 'link')\nos.symlink('/etc', 'd')\nos.symlink('/', 'root')\n"
+           "os.symlink('real.txt', 'rel')\nos.symlink('.', 'here')\nos.mkdir('sub')\n"
+           "os.symlink('../real.txt', 'sub/up')\nos.mkfifo('f')\nos.mkfifo('waited')\n"
+           "writer = threading.Thread(target=lambda: open('waited', 'w').write('x'), daemon=True)\n"
+           "writer.start()\nkeep = 3");
+  EXPECT_EQ(planted.status, Status::kOk) << Describe(planted);
+  for (const char* path :
+       {"link", "d/passwd", "root/etc/passwd", "rel", "here/real.txt", "sub/up", "d", "root"}) {
+    auto r = S().ReadFile(s->id, path, 1 << 20);
+    ASSERT_FALSE(r.has_value()) << path << " was read: " << r->substr(0, 100);
+    EXPECT_EQ(r.error().kind, SessionError::kFileNotFound) << path << ": " << r.error().message;
+    EXPECT_EQ(r.error().message.find("root:x:"), std::string::npos) << r.error().message;
+  }
+  for (const char* fifo : {"f", "waited"}) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = S().ReadFile(s->id, fifo, 1 << 20);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << fifo;
+    ASSERT_FALSE(r.has_value()) << fifo;
+    EXPECT_EQ(r.error().kind, SessionError::kFileNotFound) << r.error().message;
+  }
+  auto real = S().ReadFile(s->id, "real.txt", 10);
+  ASSERT_TRUE(real.has_value()) << real.error().message;
+  EXPECT_EQ(*real, "r");
+  // The FIFO was looked at, never opened: the code's writer still waits for a reader.
+  Result after = Exec(s->id, "print(writer.is_alive(), keep)");
+  EXPECT_EQ(Out(after), "True 3\n") << Describe(after);
+  EXPECT_TRUE(after.session->preserved);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, FileUploadsWriteThroughNoPlantedLink) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  // Targets named after this process, so that the host's own /tmp can be checked too.
+  const std::string tag = "execbox-upload-probe-" + std::to_string(::getpid());
+  Result planted =
+      Exec(s->id, "import os\nos.symlink('/tmp', 'd')\nos.mkdir('/tmp/" + tag +
+                      "-dir')\n"
+                      "os.symlink('/tmp/" +
+                      tag + "-dir', 'e')\nos.symlink('/tmp/" + tag +
+                      "', 'ln')\n"
+                      "os.mkdir('inner')\nos.symlink('../d', 'inner/up')\nos.mkfifo('pipe')\nkeep = 5");
+  EXPECT_EQ(planted.status, Status::kOk) << Describe(planted);
+  for (const std::string& path :
+       std::vector<std::string>{"d/" + tag, "e/x", "inner/up/" + tag, "d/new/" + tag}) {
+    auto w = S().WriteFile(s->id, path, "planted?");
+    ASSERT_FALSE(w.has_value()) << path << " was written";
+    EXPECT_EQ(w.error().kind, SessionError::kFailed) << w.error().message;
+    EXPECT_NE(w.error().message.find("symbolic link"), std::string::npos) << w.error().message;
+  }
+  // A symbolic link or FIFO at the path itself is replaced by the file, not written through.
+  ASSERT_TRUE(S().WriteFile(s->id, "ln", "new").has_value());
+  ASSERT_TRUE(S().WriteFile(s->id, "pipe", "not a fifo").has_value());
+  Result seen =
+      Exec(s->id,
+           "import os, stat\n"
+           "print(os.path.islink('ln'), open('ln').read(), stat.S_ISREG(os.lstat('pipe').st_mode),\n"
+           "      open('pipe').read(), sorted(os.listdir('/tmp')), os.listdir('/tmp/" +
+               tag +
+               "-dir'),\n"
+               "      os.path.islink('d'), keep)");
+  EXPECT_EQ(Out(seen), "False new True not a fifo ['" + tag + "-dir'] [] True 5\n") << Describe(seen);
+  EXPECT_TRUE(seen.session->preserved);
+  EXPECT_FALSE(std::filesystem::exists("/tmp/" + tag)) << "written on the host";
+  EXPECT_FALSE(std::filesystem::exists("/tmp/" + tag + "-dir")) << "written on the host";
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, FilesOfASessionWhoseProcessEndedBetweenExecutions) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result a = Exec(s->id,
+                  "import os, threading\nopen('old.txt', 'w').write('o')\nx = 1\n"
+                  "threading.Timer(0.3, os._exit, (0,)).start()");
+  EXPECT_EQ(a.status, Status::kOk) << Describe(a);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  auto gone = S().ReadFile(s->id, "old.txt", 10);
+  ASSERT_FALSE(gone.has_value());
+  EXPECT_EQ(gone.error().kind, SessionError::kFileNotFound) << gone.error().message;
+  // An upload restarts the session, so the file is there for the next execution, whose reply
+  // says that the state was lost.
+  auto w = S().WriteFile(s->id, "new.txt", "n");
+  ASSERT_TRUE(w.has_value()) << w.error().message;
+  Result b = Exec(s->id, "import os\nprint(sorted(os.listdir('.')), 'x' in globals())");
+  EXPECT_EQ(Out(b), "['new.txt'] False\n") << Describe(b);
+  ASSERT_TRUE(b.session.has_value());
+  EXPECT_FALSE(b.session->preserved);
+  EXPECT_EQ(b.session->lost_reason, "exited");
+  EXPECT_TRUE(b.files.empty()) << Describe(b);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
   auto s = S().Create();
   ASSERT_TRUE(s.has_value());

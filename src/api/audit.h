@@ -1,0 +1,40 @@
+// The audit log: one JSON line per execution (time, key id, session, SHA-256 of the code,
+// status, usage), and the code itself only when configured. Lines are written whole, one
+// write(2) each, to a file opened O_APPEND, so concurrent executions never interleave.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+
+namespace execbox::api {
+
+struct AuditRecord {
+  std::string key_id;
+  std::string session_id;  // "" for a one-shot execution
+  std::string route;       // "execute" | "session" | "mcp"
+  std::string code;
+  std::string status;      // the Result's status, or "rejected:<reason>"
+  nlohmann::json usage;    // the Result's usage object
+  std::string peer;
+};
+
+class AuditLog {
+ public:
+  // path "-" writes to stderr.
+  static Expected<std::unique_ptr<AuditLog>> Open(const std::string& path, bool include_code);
+  void Write(const AuditRecord& record);
+
+ private:
+  AuditLog(UniqueFd fd, bool include_code) : fd_(std::move(fd)), include_code_(include_code) {}
+  UniqueFd fd_;
+  bool include_code_;
+  std::mutex mu_;              // one line at a time, its partial writes included
+  bool write_failed_ = false;  // reported once on stderr
+};
+
+}  // namespace execbox::api

@@ -1,0 +1,74 @@
+// The server's configuration: a TOML file (toml++), then the environment (EXECBOX_API_KEYS),
+// then command-line flags, each overriding the one before.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "jail/policy.h"
+
+namespace execbox::api {
+
+// One API key. Only the SHA-256 of the token is kept in memory and on disk.
+struct ApiKey {
+  std::string id;          // shown in logs, metrics and the audit log; never the token
+  std::string sha256_hex;  // of the bearer token, lower-case hex
+  size_t max_concurrent = 8;         // executions of this key running or queued at once
+  double rate_per_second = 20;       // sustained requests per second (token bucket) ...
+  double burst = 40;                 // ... with this many at once
+};
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:8080";  // host:port; [v6]:port
+  std::vector<ApiKey> keys;
+  // Origins allowed to call /mcp from a browser (exact match, e.g. "http://localhost:3000");
+  // requests without an Origin header are allowed (they are not from a browser).
+  std::vector<std::string> allowed_origins;
+
+  // Connections.
+  size_t max_connections = 512;
+  size_t max_header_bytes = 16 << 10;
+  size_t max_body_bytes = 48 << 20;  // files travel base64 in JSON bodies
+  std::chrono::seconds header_timeout{10};  // whole header, however slowly it trickles
+  std::chrono::seconds body_timeout{60};
+  std::chrono::seconds idle_timeout{60};  // keep-alive between requests
+  size_t max_requests_per_connection = 1000;
+  size_t io_threads = 2;
+
+  // Admission: executions running at once, and waiting beyond those; past both, 429.
+  size_t max_running = 0;  // 0: twice the warm workers, at least 2
+  size_t max_queue = 64;
+
+  // Limits: what a request gets by default, and the most it may ask for (422 beyond).
+  jail::Limits default_limits;
+  jail::Limits max_limits;  // set in DefaultMaxLimits()
+
+  // Engine.
+  bool warm = true;  // false: --no-pool, every execution in a cold jail, no sessions
+  size_t workers = 0;
+  size_t max_sessions = 32;
+  std::chrono::seconds session_idle_ttl{30 * 60};
+
+  std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
+
+  std::string audit_log;  // path; "-" for stderr; "" for none
+  bool audit_code = false;  // include the code itself in audit lines
+};
+
+// The ceilings a request may raise its limits to, by default.
+jail::Limits DefaultMaxLimits();
+
+// A config with defaults and DefaultMaxLimits().
+ServerConfig DefaultConfig();
+
+// Reads a TOML file over `config` (unknown keys are an error that names them). See
+// docs in README ("Configuration") for the keys.
+Status LoadConfigFile(const std::string& path, ServerConfig& config);
+
+// EXECBOX_API_KEYS: comma-separated tokens (ids "env-1", "env-2", ...), hashed at once.
+Status ApplyEnvironment(ServerConfig& config);
+
+}  // namespace execbox::api

@@ -1,0 +1,603 @@
+#include "api/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <ctime>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "api/problem.h"
+
+namespace execbox::api {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+// Past this much unsent stream data (a client reading slower than the code prints), further
+// stream chunks are dropped: the final event carries the whole capped output anyway.
+constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
+
+// "%41" -> "A"; nullopt for a malformed escape.
+std::optional<std::string> PercentDecode(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out.push_back(in[i]);
+      continue;
+    }
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (i + 2 >= in.size()) return std::nullopt;
+    int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+std::string HttpDate() {
+  char buf[64];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  return buf;
+}
+
+std::string StatusLine(int status) {
+  std::string reason(http::obsolete_reason(static_cast<http::status>(status)));
+  if (reason.empty() || reason == "<unknown-status>") reason = "Status";
+  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
+}
+
+// Header values never carry CR or LF from a handler into the response.
+std::string Clean(std::string_view value) {
+  std::string out(value);
+  for (char& c : out) {
+    if (c == '\r' || c == '\n') c = ' ';
+  }
+  return out;
+}
+
+std::string SerializeHead(int status, const std::string& content_type,
+                          const std::vector<std::pair<std::string, std::string>>& headers, bool keep_alive) {
+  std::string head = StatusLine(status);
+  head += "Date: " + HttpDate() + "\r\nServer: execbox\r\n";
+  if (!content_type.empty()) head += "Content-Type: " + Clean(content_type) + "\r\n";
+  for (const auto& [name, value] : headers) head += Clean(name) + ": " + Clean(value) + "\r\n";
+  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  return head;
+}
+
+std::string Chunk(std::string_view data) {
+  char size[32];
+  int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+  std::string out(size, static_cast<size_t>(n));
+  out.append(data);
+  out += "\r\n";
+  return out;
+}
+
+}  // namespace
+
+class Connection;
+
+struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
+  HttpServerOptions options;
+  HttpHandler handler;
+  asio::io_context io;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  std::atomic<bool> stopping{false};
+  std::atomic<size_t> open{0};
+  uint16_t port = 0;
+  std::mutex mu;
+  std::set<std::weak_ptr<Connection>, std::owner_less<std::weak_ptr<Connection>>> connections;
+  std::atomic<bool> stopped{false};
+
+  void Accept();
+  void Drop(std::string_view reason) {
+    if (options.on_drop) options.on_drop(reason);
+  }
+  void Responded(int status) {
+    if (options.on_response) options.on_response(status);
+  }
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(std::shared_ptr<HttpServer::State> server, tcp::socket socket)
+      : server_(std::move(server)), stream_(std::move(socket)) {
+    ++server_->open;
+    error_code ec;
+    auto remote = stream_.socket().remote_endpoint(ec);
+    if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+  }
+
+  ~Connection() { --server_->open; }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void Start() {
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(true); });
+  }
+
+  // From any thread (shutdown): a connection waiting for a request is closed now; one inside
+  // a handler closes after its answer.
+  void Shutdown() {
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->in_handler_) self->Close();
+    });
+  }
+
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+    gone_->store(true);
+  }
+
+  // Exchange side, always on the strand.
+  void Respond(HttpResponse response) {
+    if (answered_ || closed_) return;
+    answered_ = true;
+    bool keep = KeepAlive();
+    auto headers = response.headers;
+    bool bodiless = response.status == 204 || response.status == 304;  // RFC 9110: no length, no body
+    if (!bodiless) headers.emplace_back("Content-Length", std::to_string(response.body.size()));
+    std::string out = SerializeHead(response.status, response.content_type, headers, keep) + "\r\n";
+    server_->Responded(response.status);
+    if (method_ != "HEAD" && !bodiless) out += response.body;
+    keep_after_ = keep;
+    Queue(std::move(out), true);
+  }
+
+  void StartStream(int status, std::string content_type,
+                   std::vector<std::pair<std::string, std::string>> headers) {
+    if (answered_ || closed_) return;
+    answered_ = streaming_ = true;
+    bool keep = KeepAlive();
+    headers.emplace_back("Transfer-Encoding", "chunked");
+    headers.emplace_back("Cache-Control", "no-store");
+    headers.emplace_back("X-Accel-Buffering", "no");
+    server_->Responded(status);
+    keep_after_ = keep;
+    Queue(SerializeHead(status, content_type, headers, keep) + "\r\n", false);
+  }
+
+  void WriteChunk(std::string data) {
+    if (!streaming_ || stream_ended_ || closed_ || data.empty()) return;
+    if (queued_bytes_ > kMaxQueuedStreamBytes) return;
+    Queue(Chunk(data), false);
+  }
+
+  void EndStream() {
+    if (!streaming_ || stream_ended_ || closed_) return;
+    stream_ended_ = true;
+    Queue("0\r\n\r\n", true);
+  }
+
+  std::shared_ptr<std::atomic<bool>> gone() const { return gone_; }
+  auto executor() { return stream_.get_executor(); }
+
+ private:
+  bool KeepAlive() const {
+    return keep_alive_ && !server_->stopping && requests_ < server_->options.max_requests_per_connection;
+  }
+
+  void ReadHeader(bool first) {
+    if (closed_) return;
+    if (server_->stopping) return Close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_->options.max_header_bytes));
+    parser_->body_limit(server_->options.max_body_bytes);
+    stream_.expires_after(first ? server_->options.header_timeout
+                                : std::max(server_->options.header_timeout, server_->options.idle_timeout));
+    first_read_ = first;
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(error_code ec) {
+    if (ec) return Failed(ec, "header");
+    auto& req = parser_->get();
+    if (auto length = parser_->content_length(); length && *length > server_->options.max_body_bytes) {
+      return Refuse(Problem{.status = 413,
+                            .type = "body-too-large",
+                            .title = "Request body too large",
+                            .detail = "the body is " + std::to_string(*length) +
+                                      " bytes; this server accepts at most " +
+                                      std::to_string(server_->options.max_body_bytes)});
+    }
+    if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
+      // curl waits for this before sending a large body.
+      auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
+      asio::async_write(stream_, asio::buffer(*cont),
+                        [self = shared_from_this(), cont](error_code wec, size_t) {
+                          if (wec) return self->Failed(wec, "write");
+                          self->ReadBody();
+                        });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    stream_.expires_after(server_->options.body_timeout);
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+  }
+
+  void OnBody(error_code ec) {
+    if (ec) return Failed(ec, "body");
+    stream_.expires_never();
+    ++requests_;
+    keep_alive_ = parser_->keep_alive();
+    auto message = parser_->release();
+    parser_.reset();
+
+    HttpRequest request;
+    request.method = std::string(message.method_string());
+    request.target = std::string(message.target());
+    std::string_view target = request.target;
+    size_t q = target.find('?');
+    auto path = PercentDecode(target.substr(0, q));
+    if (q != std::string_view::npos) request.query = std::string(target.substr(q + 1));
+    for (const auto& field : message) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      auto [it, inserted] = request.headers.emplace(name, std::string(field.value()));
+      if (!inserted) it->second += ", " + std::string(field.value());
+    }
+    request.body = std::move(message.body());
+    request.peer = peer_;
+    method_ = request.method;
+    answered_ = streaming_ = stream_ended_ = false;
+    in_handler_ = true;
+    gone_ = std::make_shared<std::atomic<bool>>(false);
+    Watch();
+    if (!path) {
+      return Respond(ProblemResponse(Problem{.status = 400,
+                                             .type = "malformed-path",
+                                             .title = "Malformed request path",
+                                             .detail = "the path has an invalid percent-escape"}));
+    }
+    request.path = std::move(*path);
+    Dispatch(std::move(request));
+  }
+
+  void Dispatch(HttpRequest request);
+
+  // While a handler runs, a read that ends in an error means the client is gone. Data that
+  // arrives (a pipelined request) is kept for the next parse.
+  void Watch() {
+    if (watching_ || closed_) return;
+    watching_ = true;
+    stream_.socket().async_read_some(
+        asio::buffer(watch_buf_), [self = shared_from_this()](error_code ec, size_t n) {
+          self->watching_ = false;
+          if (!ec && n > 0) {
+            auto dst = self->buffer_.prepare(n);
+            asio::buffer_copy(dst, asio::buffer(self->watch_buf_.data(), n));
+            self->buffer_.commit(n);
+            if (self->buffer_.size() <= self->server_->options.max_header_bytes && !self->next_read_) {
+              return self->Watch();
+            }
+          } else if (ec && ec != asio::error::operation_aborted) {
+            self->gone_->store(true);
+            if (self->in_handler_) return;  // the handler answers into the void; then we close
+            return self->Close();
+          }
+          if (self->next_read_) {
+            self->next_read_ = false;
+            self->ReadHeader(false);
+          }
+        });
+  }
+
+  void Queue(std::string data, bool last) {
+    queued_bytes_ += data.size();
+    out_.push_back(std::move(data));
+    if (last) finishing_ = true;
+    if (!writing_) WriteNext();
+  }
+
+  void WriteNext() {
+    if (closed_) return;
+    if (out_.empty()) {
+      writing_ = false;
+      if (finishing_) Finished();
+      return;
+    }
+    writing_ = true;
+    auto data = std::make_shared<std::string>(std::move(out_.front()));
+    out_.pop_front();
+    // A stalled reader cannot hold a write forever.
+    stream_.expires_after(server_->options.body_timeout);
+    asio::async_write(stream_, asio::buffer(*data), [self = shared_from_this(), data](error_code ec, size_t) {
+      self->queued_bytes_ -= data->size();
+      self->stream_.expires_never();
+      if (ec) {
+        self->gone_->store(true);
+        self->writing_ = false;
+        self->out_.clear();
+        self->server_->Drop("write_failed");
+        return self->Close();
+      }
+      self->WriteNext();
+    });
+  }
+
+  // The answer is out: next request, or close.
+  void Finished() {
+    finishing_ = false;
+    in_handler_ = false;
+    if (!keep_after_ || gone_->load() || server_->stopping) {
+      // Half-close so the client reads everything before it sees the end.
+      error_code ec;
+      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      return Close();
+    }
+    if (watching_) {
+      next_read_ = true;
+      error_code ec;
+      stream_.socket().cancel(ec);  // the watch ends with operation_aborted and reads on
+      return;
+    }
+    ReadHeader(false);
+  }
+
+  void Refuse(const Problem& problem) {
+    keep_alive_ = false;
+    in_handler_ = true;
+    answered_ = false;
+    server_->Drop(problem.status == 413 ? "body_too_large" : "header_too_large");
+    Respond(ProblemResponse(problem));
+  }
+
+  void Failed(error_code ec, std::string_view phase) {
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+        ec == asio::error::operation_aborted) {
+      return Close();
+    }
+    if (ec == beast::error::timeout) {
+      // Nothing sent yet on an idle keep-alive connection is not a slow client.
+      if (!(phase == "header" && !first_read_ && buffer_.size() == 0)) {
+        server_->Drop(phase == "header" ? "header_timeout"
+                      : phase == "body" ? "body_timeout"
+                                        : "write_timeout");
+      }
+      return Close();
+    }
+    if (ec == http::error::header_limit) {
+      return Refuse(Problem{.status = 431,
+                            .type = "header-too-large",
+                            .title = "Request header fields too large",
+                            .detail = "the header is larger than " +
+                                      std::to_string(server_->options.max_header_bytes) + " bytes"});
+    }
+    if (ec == http::error::body_limit) {
+      return Refuse(Problem{
+          .status = 413,
+          .type = "body-too-large",
+          .title = "Request body too large",
+          .detail = "the body is larger than " + std::to_string(server_->options.max_body_bytes) + " bytes"});
+    }
+    if (phase == "header" || phase == "body") {
+      return Refuse(Problem{.status = 400,
+                            .type = "malformed-http",
+                            .title = "Malformed HTTP request",
+                            .detail = ec.message()});
+    }
+    Close();
+  }
+
+  std::shared_ptr<HttpServer::State> server_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::array<char, 4096> watch_buf_{};
+  std::string peer_, method_;
+  std::deque<std::string> out_;
+  size_t queued_bytes_ = 0;
+  size_t requests_ = 0;
+  bool keep_alive_ = true, keep_after_ = true;
+  bool first_read_ = true, in_handler_ = false, answered_ = false, streaming_ = false, stream_ended_ = false;
+  bool writing_ = false, finishing_ = false, watching_ = false, next_read_ = false, closed_ = false;
+  std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
+};
+
+namespace {
+
+// A handler's answer channel: every call hops onto the connection's executor.
+class ConnectionExchange : public Exchange {
+ public:
+  explicit ConnectionExchange(std::shared_ptr<Connection> connection)
+      : connection_(std::move(connection)), gone_(connection_->gone()) {}
+  ~ConnectionExchange() override {
+    // A handler that forgot to answer must not leave the client hanging.
+    if (!answered_.exchange(true)) {
+      Post([](Connection& c) {
+        c.Respond(ProblemResponse(Problem{.status = 500,
+                                          .type = "internal",
+                                          .title = "Internal server error",
+                                          .detail = "the request was dropped without an answer"}));
+      });
+    } else if (streaming_ && !ended_) {
+      Post([](Connection& c) { c.EndStream(); });
+    }
+  }
+
+  void Respond(HttpResponse response) override {
+    if (answered_.exchange(true)) return;
+    Post([response = std::move(response)](Connection& c) mutable { c.Respond(std::move(response)); });
+  }
+  void StartStream(int status, std::string content_type,
+                   std::vector<std::pair<std::string, std::string>> headers) override {
+    if (answered_.exchange(true)) return;
+    streaming_ = true;
+    Post([status, content_type = std::move(content_type), headers = std::move(headers)](
+             Connection& c) mutable { c.StartStream(status, std::move(content_type), std::move(headers)); });
+  }
+  bool Write(std::string chunk) override {
+    if (gone_->load()) return false;
+    Post([chunk = std::move(chunk)](Connection& c) mutable { c.WriteChunk(std::move(chunk)); });
+    return true;
+  }
+  void EndStream() override {
+    if (ended_) return;
+    ended_ = true;
+    Post([](Connection& c) { c.EndStream(); });
+  }
+  const std::atomic<bool>& ClientGone() const override { return *gone_; }
+
+ private:
+  template <typename F>
+  void Post(F f) {
+    asio::post(connection_->executor(), [c = connection_, f = std::move(f)]() mutable { f(*c); });
+  }
+  std::shared_ptr<Connection> connection_;
+  std::shared_ptr<std::atomic<bool>> gone_;
+  std::atomic<bool> answered_{false};
+  bool streaming_ = false, ended_ = false;
+};
+
+}  // namespace
+
+void Connection::Dispatch(HttpRequest request) {
+  auto exchange = std::make_shared<ConnectionExchange>(shared_from_this());
+  try {
+    server_->handler(std::move(request), exchange);
+  } catch (const std::exception& e) {
+    exchange->Respond(ProblemResponse(
+        Problem{.status = 500, .type = "internal", .title = "Internal server error", .detail = e.what()}));
+  }
+}
+
+void HttpServer::State::Accept() {
+  acceptor->async_accept(
+      asio::make_strand(io), [self = shared_from_this()](error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || self->stopping) return;
+        if (!ec) {
+          if (self->open.load() >= self->options.max_connections) {
+            // Answer, then close: a client learns why rather than seeing a reset.
+            self->Drop("connection_limit");
+            auto refusal = std::make_shared<std::string>(
+                SerializeHead(503, "application/problem+json", {{"Retry-After", "1"}}, false));
+            std::string body =
+                ProblemResponse(Problem{.status = 503,
+                                        .type = "too-many-connections",
+                                        .title = "Too many connections",
+                                        .detail = "the server's connection limit is reached; retry"})
+                    .body;
+            *refusal += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+            auto sock = std::make_shared<tcp::socket>(std::move(socket));
+            asio::async_write(*sock, asio::buffer(*refusal), [sock, refusal](error_code, size_t) {
+              error_code ignored;
+              sock->shutdown(tcp::socket::shutdown_both, ignored);
+              sock->close(ignored);
+            });
+          } else {
+            auto connection = std::make_shared<Connection>(self, std::move(socket));
+            {
+              std::lock_guard lock(self->mu);
+              self->connections.insert(connection);
+            }
+            connection->Start();
+          }
+        }
+        self->Accept();
+      });
+}
+
+Expected<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler) {
+  auto state = std::make_shared<State>();
+  state->options = std::move(options);
+  state->handler = std::move(handler);
+  error_code ec;
+  auto address = asio::ip::make_address(state->options.host, ec);
+  if (ec) return std::unexpected(Error{"listen address '" + state->options.host + "': " + ec.message()});
+  tcp::endpoint endpoint(address, state->options.port);
+  state->acceptor.emplace(state->io);
+  state->acceptor->open(endpoint.protocol(), ec);
+  if (!ec) state->acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) state->acceptor->bind(endpoint, ec);
+  if (!ec) state->acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return std::unexpected(Error{"cannot listen on " + state->options.host + ":" +
+                                 std::to_string(state->options.port) + ": " + ec.message()});
+  }
+  state->port = state->acceptor->local_endpoint().port();
+  state->Accept();
+  size_t threads = std::max<size_t>(1, state->options.io_threads);
+  for (size_t i = 0; i < threads; ++i) {
+    state->threads.emplace_back([s = state.get()] { s->io.run(); });
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(state)));
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+uint16_t HttpServer::port() const { return state_->port; }
+
+size_t HttpServer::connections() const {
+  std::lock_guard lock(state_->mu);
+  size_t n = 0;
+  for (auto it = state_->connections.begin(); it != state_->connections.end();) {
+    if (it->expired()) {
+      it = state_->connections.erase(it);
+    } else {
+      ++n;
+      ++it;
+    }
+  }
+  return n;
+}
+
+void HttpServer::StopAccepting() {
+  if (state_->stopping.exchange(true)) return;
+  asio::post(state_->io, [s = state_] {
+    error_code ec;
+    if (s->acceptor) s->acceptor->close(ec);
+  });
+  std::lock_guard lock(state_->mu);
+  for (const auto& weak : state_->connections) {
+    if (auto c = weak.lock()) c->Shutdown();
+  }
+}
+
+void HttpServer::Stop() {
+  if (state_->stopped.exchange(true)) return;
+  StopAccepting();
+  {
+    std::lock_guard lock(state_->mu);
+    for (const auto& weak : state_->connections) {
+      if (auto c = weak.lock()) asio::post(c->executor(), [c] { c->Close(); });
+    }
+  }
+  // Give the closes a moment to run, then stop the loop.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  state_->io.stop();
+  for (auto& t : state_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+}  // namespace execbox::api

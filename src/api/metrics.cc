@@ -1,0 +1,145 @@
+#include "api/metrics.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace execbox::api {
+
+namespace {
+
+// A sample value or bound: shortest round-trip form; +Inf, -Inf and NaN as Prometheus spells them.
+std::string Number(double value) {
+  if (std::isnan(value)) return "NaN";
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+// Label values escape backslash, double quote and line feed.
+std::string Escape(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char ch : value) {
+    switch (ch) {
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+void Header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out.append("# HELP ").append(name).append(" ").append(help).append("\n");
+  out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
+}
+
+void Gauge(std::string& out, std::string_view name, std::string_view help, size_t value) {
+  Header(out, name, "gauge", help);
+  out.append(name).append(" ").append(std::to_string(value)).append("\n");
+}
+
+template <typename Map>
+void Counter(std::string& out, std::string_view name, std::string_view help, std::string_view label,
+             const Map& map) {
+  Header(out, name, "counter", help);
+  for (const auto& [key, value] : map) {
+    std::string label_value;
+    if constexpr (std::is_same_v<typename Map::key_type, int>) {
+      label_value = std::to_string(key);
+    } else {
+      label_value = Escape(key);
+    }
+    out.append(name).append("{").append(label).append("=\"").append(label_value).append("\"} ");
+    out.append(std::to_string(value)).append("\n");
+  }
+}
+
+}  // namespace
+
+void Metrics::ExecutionFinished(std::string_view route, std::string_view status, double seconds) {
+  if (!(seconds >= 0)) seconds = 0;  // negative or NaN
+  std::lock_guard lock(mu_);
+  ++executions_[{std::string(route), std::string(status)}];
+  Histogram& h = latency_[std::string(route)];
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) {
+      ++h.counts[i];
+      break;
+    }
+  }
+  ++h.count;
+  h.sum += seconds;
+}
+
+void Metrics::Rejected(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++rejected_[std::string(reason)];
+}
+
+void Metrics::Response(int status) {
+  std::lock_guard lock(mu_);
+  ++responses_[status];
+}
+
+void Metrics::ConnectionDropped(std::string_view reason) {
+  std::lock_guard lock(mu_);
+  ++dropped_[std::string(reason)];
+}
+
+std::string Metrics::Render(const Gauges& gauges) const {
+  std::string out;
+  std::lock_guard lock(mu_);
+
+  Header(out, "execbox_executions_total", "counter", "Executions finished, by route and result status.");
+  for (const auto& [key, value] : executions_) {
+    out.append("execbox_executions_total{route=\"").append(Escape(key.first));
+    out.append("\",status=\"").append(Escape(key.second)).append("\"} ");
+    out.append(std::to_string(value)).append("\n");
+  }
+
+  Header(out, "execbox_execution_duration_seconds", "histogram",
+         "Wall time of finished executions, by route.");
+  for (const auto& [route, h] : latency_) {
+    const std::string label = Escape(route);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < kBuckets.size(); ++i) {
+      cumulative += h.counts[i];
+      out.append("execbox_execution_duration_seconds_bucket{route=\"").append(label);
+      out.append("\",le=\"").append(Number(kBuckets[i])).append("\"} ").append(std::to_string(cumulative));
+      out.append("\n");
+    }
+    out.append("execbox_execution_duration_seconds_bucket{route=\"").append(label);
+    out.append("\",le=\"+Inf\"} ").append(std::to_string(h.count)).append("\n");
+    out.append("execbox_execution_duration_seconds_sum{route=\"").append(label).append("\"} ");
+    out.append(Number(h.sum)).append("\n");
+    out.append("execbox_execution_duration_seconds_count{route=\"").append(label).append("\"} ");
+    out.append(std::to_string(h.count)).append("\n");
+  }
+
+  Counter(out, "execbox_rejected_requests_total", "Requests refused before running, by reason.", "reason",
+          rejected_);
+  Counter(out, "execbox_http_responses_total", "HTTP responses sent, by status code.", "code", responses_);
+  Counter(out, "execbox_connections_dropped_total", "Connections closed by the server, by reason.", "reason",
+          dropped_);
+
+  Gauge(out, "execbox_running_executions", "Executions running now.", gauges.running);
+  Gauge(out, "execbox_queue_depth", "Executions waiting for a running slot.", gauges.queued);
+  Gauge(out, "execbox_warm_workers", "Warm workers alive in the pool.", gauges.warm_workers);
+  Gauge(out, "execbox_prepared_children", "Forked children ready to take an execution.",
+        gauges.prepared_children);
+  Gauge(out, "execbox_sessions", "Open sessions.", gauges.sessions);
+  Gauge(out, "execbox_open_connections", "Open HTTP connections.", gauges.connections);
+  return out;
+}
+
+}  // namespace execbox::api

@@ -1,0 +1,50 @@
+// Prometheus metrics (text format 0.0.4): counters and histograms the server updates, and
+// gauges read at scrape time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace execbox::api {
+
+struct Gauges {
+  size_t running = 0, queued = 0;
+  size_t warm_workers = 0, prepared_children = 0;
+  size_t sessions = 0, connections = 0;
+};
+
+class Metrics {
+ public:
+  // One execution ended: `status` is the Result's status, `route` "execute" | "session".
+  void ExecutionFinished(std::string_view route, std::string_view status, double seconds);
+  // A request refused before running: reason "queue_full" | "rate_limited" | "key_concurrency"
+  // | "unauthorized" | "forbidden" | "bad_request" | "too_large" | "shutting_down" ...
+  void Rejected(std::string_view reason);
+  // Every HTTP response, by status code.
+  void Response(int status);
+  void ConnectionDropped(std::string_view reason);  // "header_timeout", "body_timeout", "limit"
+
+  std::string Render(const Gauges& gauges) const;
+
+ private:
+  // Histogram bucket upper bounds in seconds, up to 300 s.
+  static constexpr std::array<double, 16> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
+                                                      2.5,   5,    10,    30,   60,  120, 180, 300};
+  struct Histogram {
+    std::array<uint64_t, kBuckets.size()> counts{};  // per bucket, not cumulative
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> executions_;  // (route, status)
+  std::map<std::string, Histogram> latency_;                            // by route
+  std::map<std::string, uint64_t> rejected_;
+  std::map<int, uint64_t> responses_;
+  std::map<std::string, uint64_t> dropped_;
+};
+
+}  // namespace execbox::api

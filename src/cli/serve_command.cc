@@ -1,0 +1,211 @@
+#include "cli/serve_command.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "api/audit.h"
+#include "api/auth.h"
+#include "api/config.h"
+#include "api/http_api.h"
+#include "api/http_server.h"
+#include "engine/warm_engine.h"
+
+namespace execbox::cli {
+namespace {
+
+const char* const kServeHelp =
+    "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/openapi.json, /livez, /readyz,\n"
+    "/metrics) and MCP over Streamable HTTP (/mcp) on one port. Every route but /livez and /readyz\n"
+    "needs 'Authorization: Bearer <token>'. Keys come from the config file ([[keys]], stored as\n"
+    "SHA-256) or EXECBOX_API_KEYS (comma-separated tokens). With no key configured the server only\n"
+    "listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
+    "executions finish for up to the grace period, stop the rest, clean up, exit 0.";
+
+struct ServeArgs {
+  std::string config_file, listen, audit_log;
+  bool no_pool = false, audit_code = false;
+  size_t workers = 0, max_running = 0, max_queue = 0;
+  double grace = -1;
+  std::vector<std::string> origins;
+};
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+Expected<HostPort> ParseListen(const std::string& listen) {
+  size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return Fail("--listen '" + listen + "': expected host:port");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty())
+    return Fail("--listen '" + listen + "': the host is missing (use 0.0.0.0 for every address)");
+  try {
+    size_t used = 0;
+    unsigned long port = std::stoul(listen.substr(colon + 1), &used);
+    if (used != listen.size() - colon - 1 || port > 65535) throw std::out_of_range("port");
+    return HostPort{host, static_cast<uint16_t>(port)};
+  } catch (const std::exception&) {
+    return Fail("--listen '" + listen + "': the port must be a number from 0 to 65535");
+  }
+}
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+int RunServe(const ServeArgs& args) {
+  api::ServerConfig config = api::DefaultConfig();
+  if (!args.config_file.empty()) {
+    if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
+      std::cerr << "execbox serve: " << loaded.error().message << "\n";
+      return 64;
+    }
+  }
+  if (auto env = api::ApplyEnvironment(config); !env) {
+    std::cerr << "execbox serve: " << env.error().message << "\n";
+    return 64;
+  }
+  if (!args.listen.empty()) config.listen = args.listen;
+  if (args.no_pool) config.warm = false;
+  if (args.workers) config.workers = args.workers;
+  if (args.max_running) config.max_running = args.max_running;
+  if (args.max_queue) config.max_queue = args.max_queue;
+  if (args.grace >= 0) config.shutdown_grace = std::chrono::seconds(static_cast<int64_t>(args.grace));
+  if (!args.audit_log.empty()) config.audit_log = args.audit_log;
+  if (args.audit_code) config.audit_code = true;
+  for (const auto& origin : args.origins) config.allowed_origins.push_back(origin);
+
+  auto where = ParseListen(config.listen);
+  if (!where) {
+    std::cerr << "execbox serve: " << where.error().message << "\n";
+    return 64;
+  }
+  if (where->host == "localhost") where->host = "127.0.0.1";
+  std::string generated;
+  if (config.keys.empty()) {
+    if (!IsLoopback(where->host)) {
+      std::cerr << "execbox serve: refusing to listen on " << where->host
+                << " without an API key: set EXECBOX_API_KEYS or [[keys]] in the config file, or listen on "
+                   "127.0.0.1\n";
+      return 64;
+    }
+    generated = api::GenerateToken();
+    config.keys.push_back(api::ApiKey{.id = "generated", .sha256_hex = api::Sha256Hex(generated)});
+  }
+
+  std::unique_ptr<api::AuditLog> audit;
+  if (!config.audit_log.empty()) {
+    auto opened = api::AuditLog::Open(config.audit_log, config.audit_code);
+    if (!opened) {
+      std::cerr << "execbox serve: audit log: " << opened.error().message << "\n";
+      return 64;
+    }
+    audit = std::move(*opened);
+  }
+
+  // Signals are taken by sigwait below, never by a handler in some worker thread: block them
+  // before any thread starts, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  engine::EngineOptions options{.warm = config.warm};
+  options.pool.workers = config.workers;
+  options.pool.limits = config.default_limits;
+  options.sessions.max_sessions = config.max_sessions;
+  options.sessions.idle_ttl = config.session_idle_ttl;
+  auto engine = engine::Engine::Create(options);
+  if (!engine && config.warm) {
+    std::cerr << "execbox serve: warm pool unavailable (" << engine.error().message
+              << "); serving cold jails, without sessions\n";
+    engine = engine::Engine::Create(engine::EngineOptions{.warm = false});
+  }
+  if (!engine) {
+    std::cerr << "execbox serve: cannot start the engine: " << engine.error().message << "\n";
+    return 70;
+  }
+  if (config.max_running == 0) {
+    size_t workers = (*engine)->pool() ? (*engine)->pool()->options().workers : 1;
+    config.max_running = std::max<size_t>(2, 2 * std::max<size_t>(1, workers));
+  }
+
+  auto api = std::make_unique<api::HttpApi>(**engine, config, "0.1.0", audit.get());
+  api::HttpServerOptions http{.host = where->host,
+                              .port = where->port,
+                              .max_connections = config.max_connections,
+                              .max_header_bytes = config.max_header_bytes,
+                              .max_body_bytes = config.max_body_bytes,
+                              .header_timeout = config.header_timeout,
+                              .body_timeout = config.body_timeout,
+                              .idle_timeout = config.idle_timeout,
+                              .max_requests_per_connection = config.max_requests_per_connection,
+                              .io_threads = config.io_threads};
+  api::Metrics* metrics = &api->metrics();
+  http.on_drop = [metrics](std::string_view reason) { metrics->ConnectionDropped(reason); };
+  http.on_response = [metrics](int status) { metrics->Response(status); };
+  auto server = api::HttpServer::Start(
+      http, [a = api.get()](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
+        a->Handle(std::move(request), std::move(exchange));
+      });
+  if (!server) {
+    std::cerr << "execbox serve: " << server.error().message << "\n";
+    return 70;
+  }
+  api->set_connection_count([s = server->get()] { return s->connections(); });
+  std::string host = where->host.find(':') != std::string::npos ? "[" + where->host + "]" : where->host;
+  std::string url = "http://" + host + ":" + std::to_string((*server)->port());
+  if (!generated.empty()) {
+    std::cerr << "execbox serve: no API key configured; this run's token (loopback only):\n"
+              << "    Authorization: Bearer " << generated << "\n";
+  }
+  std::cerr << "execbox serve: " << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
+            << config.max_running << " running + " << config.max_queue << " queued at most\n";
+  std::cerr << "execbox serve: listening on " << url << std::endl;
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  std::cerr << "execbox serve: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
+            << ": shutting down (grace " << config.shutdown_grace.count() << " s, " << api->in_flight()
+            << " in flight)" << std::endl;
+  (*server)->StopAccepting();
+  api->Drain(config.shutdown_grace);
+  (*server)->Stop();
+  api.reset();
+  engine->reset();  // every child killed, every cgroup removed
+  std::cerr << "execbox serve: stopped" << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int& exit_status) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* serve = app.add_subcommand("serve", "HTTP API and MCP over Streamable HTTP");
+  serve->footer(kServeHelp);
+  serve->add_option("--listen", args->listen, "host:port to listen on ([v6]:port; port 0 picks one)")
+      ->default_str("127.0.0.1:8080");
+  serve->add_option("--config", args->config_file, "TOML configuration file (see README, Configuration)");
+  serve->add_flag("--no-pool", args->no_pool,
+                  "No warm workers: every execution gets a cold jail; no sessions");
+  serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");
+  serve->add_option("--max-running", args->max_running, "Executions running at once (default: 2 per worker)");
+  serve->add_option("--max-queue", args->max_queue, "Executions waiting beyond those; past it, 429")
+      ->default_str("64");
+  serve->add_option("--shutdown-grace", args->grace, "Seconds running executions get on SIGTERM")
+      ->default_str("30");
+  serve->add_option("--audit-log", args->audit_log, "Append one JSON line per execution here ('-': stderr)");
+  serve->add_flag("--audit-code", args->audit_code, "Include the code itself in audit lines");
+  serve->add_option("--allow-origin", args->origins, "An Origin allowed to call /mcp (repeatable)");
+  serve->callback([args, &exit_status] { exit_status = RunServe(*args); });
+}
+
+}  // namespace execbox::cli
