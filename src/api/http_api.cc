@@ -9,6 +9,7 @@ namespace {
 
 constexpr std::chrono::milliseconds kMonitorPeriod{100};
 constexpr std::chrono::seconds kHeartbeat{10};
+constexpr std::chrono::seconds kPrunePeriod{60};
 
 Problem NotFound(std::string_view path) {
   return Problem{.status = 404,
@@ -180,8 +181,23 @@ size_t HttpApi::in_flight() {
 
 void HttpApi::Monitor() {
   std::unique_lock lock(mu_);
+  auto pruned = std::chrono::steady_clock::now();
   while (!stop_monitor_) {
     monitor_wake_.wait_for(lock, kMonitorPeriod);
+    if (auto* sessions = engine_.sessions(); sessions && std::chrono::steady_clock::now() - pruned > kPrunePeriod) {
+      // Sessions closed by their idle TTL leave their owner entry behind: drop those.
+      // Only entries that existed before the listing can be stale: one added meanwhile is new.
+      pruned = std::chrono::steady_clock::now();
+      std::vector<std::string> known;
+      for (const auto& entry : session_owner_) known.push_back(entry.first);
+      lock.unlock();
+      std::set<std::string> live;
+      for (const auto& info : sessions->List()) live.insert(info.id);
+      lock.lock();
+      for (const auto& id : known) {
+        if (!live.contains(id)) session_owner_.erase(id);
+      }
+    }
     auto now = std::chrono::steady_clock::now();
     for (Running* r : running_) {
       if (r->exchange->ClientGone()) r->cancel = true;
