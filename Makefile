@@ -5,7 +5,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build run test test-sanitize examples bench bench-options clean format
+.PHONY: deps build run test test-sanitize examples bench bench-options bench-http clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -34,6 +34,9 @@ bench: build
 
 bench-options: build
 	@$(BUILD)/execbox_bench_options
+
+bench-http: build
+	@bench/http_bench.sh $(BUILD)/execbox
 
 clean:
 	rm -rf build build-asan

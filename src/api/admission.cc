@@ -26,29 +26,33 @@ Problem ShuttingDown() {
 }  // namespace
 
 Ticket::Ticket(Ticket&& other) noexcept
-    : admission_(std::exchange(other.admission_, nullptr)), key_id_(std::move(other.key_id_)) {}
+    : admission_(std::exchange(other.admission_, nullptr)),
+      key_id_(std::move(other.key_id_)),
+      waiting_seq_(std::exchange(other.waiting_seq_, std::nullopt)) {}
 
 Ticket& Ticket::operator=(Ticket&& other) noexcept {
   if (this != &other) {
-    if (admission_ != nullptr) admission_->Leave(key_id_);
+    if (admission_ != nullptr) admission_->Leave(key_id_, waiting_seq_);
     admission_ = std::exchange(other.admission_, nullptr);
     key_id_ = std::move(other.key_id_);
+    waiting_seq_ = std::exchange(other.waiting_seq_, std::nullopt);
   }
   return *this;
 }
 
 Ticket::~Ticket() {
-  if (admission_ != nullptr) admission_->Leave(key_id_);
+  if (admission_ != nullptr) admission_->Leave(key_id_, waiting_seq_);
 }
 
 Admission::Admission(size_t max_running, size_t max_queue)
     : max_running_(std::max<size_t>(max_running, 1)), max_queue_(max_queue) {}
 
-std::expected<Ticket, Problem> Admission::Enter(const ApiKey& key, const std::atomic<bool>* cancel) {
-  std::unique_lock lock(mu_);
+std::expected<Ticket, Problem> Admission::Reserve(const ApiKey& key) {
+  std::lock_guard lock(mu_);
   if (closed_) return std::unexpected(ShuttingDown());
 
   // Rate: a token bucket per key id, full on first use. A rate of 0 or less means no limit.
+  // The token is taken only when the request is admitted: a refusal costs the key nothing.
   const auto now = std::chrono::steady_clock::now();
   const bool fresh = keys_.find(key.id) == keys_.end();
   Bucket& bucket = keys_[key.id];
@@ -69,7 +73,6 @@ std::expected<Ticket, Problem> Admission::Enter(const ApiKey& key, const std::at
                                          std::to_string(key.rate_per_second) + " requests per second",
                                      retry));
     }
-    bucket.tokens -= 1;
   }
 
   // This key's executions running or waiting (0 is treated as 1).
@@ -83,46 +86,55 @@ std::expected<Ticket, Problem> Admission::Enter(const ApiKey& key, const std::at
   }
 
   // A free slot with nobody waiting: run now.
-  if (running_ < max_running_ && waiting_.empty()) {
-    ++running_;
-    ++bucket.active;
-    return Ticket(this, key.id);
-  }
-  if (queued_ >= max_queue_) {
+  const bool run_now = running_ < max_running_ && waiting_.empty();
+  if (!run_now && queued_ >= max_queue_) {
     return std::unexpected(TooMany("queue-full", "Server busy",
                                    std::to_string(running_) + " executions are running and " +
                                        std::to_string(queued_) + " are queued (the limits); retry later",
                                    1));
   }
-
-  const uint64_t seq = next_seq_++;
-  waiting_.insert(seq);
-  ++queued_;
+  if (key.rate_per_second > 0) bucket.tokens -= 1;
   ++bucket.active;
-  auto give_up = [&](Problem problem) -> std::expected<Ticket, Problem> {
-    waiting_.erase(seq);
-    --queued_;
-    --bucket.active;
-    freed_.notify_all();  // the next waiter may now be at the head
-    return std::unexpected(std::move(problem));
-  };
+  if (run_now) {
+    ++running_;
+    return Ticket(this, key.id);
+  }
+  Ticket ticket(this, key.id);
+  ticket.waiting_seq_ = next_seq_++;
+  waiting_.insert(*ticket.waiting_seq_);
+  ++queued_;
+  return ticket;
+}
+
+std::expected<void, Problem> Admission::Wait(Ticket& ticket, const std::atomic<bool>* cancel) {
+  if (!ticket.waiting_seq_) return {};
+  std::unique_lock lock(mu_);
+  const uint64_t seq = *ticket.waiting_seq_;
   while (true) {
-    if (closed_) return give_up(ShuttingDown());
+    if (closed_) return std::unexpected(ShuttingDown());  // the ticket's destructor dequeues it
     if (cancel != nullptr && cancel->load()) {
-      return give_up(Problem{.status = 503,
-                             .type = "cancelled",
-                             .title = "Cancelled",
-                             .detail = "the request was cancelled while waiting for a slot"});
+      return std::unexpected(Problem{.status = 503,
+                                     .type = "cancelled",
+                                     .title = "Cancelled",
+                                     .detail = "the request was cancelled while waiting for a slot"});
     }
     if (running_ < max_running_ && *waiting_.begin() == seq) break;
     freed_.wait_for(lock, std::chrono::milliseconds(100));
   }
   waiting_.erase(seq);
+  ticket.waiting_seq_.reset();
   --queued_;
   ++running_;
   // More than one slot may have been freed: let the next waiter look too.
   freed_.notify_all();
-  return Ticket(this, key.id);
+  return {};
+}
+
+std::expected<Ticket, Problem> Admission::Enter(const ApiKey& key, const std::atomic<bool>* cancel) {
+  auto ticket = Reserve(key);
+  if (!ticket) return ticket;
+  if (auto waited = Wait(*ticket, cancel); !waited) return std::unexpected(waited.error());
+  return ticket;
 }
 
 void Admission::Close() {
@@ -143,10 +155,15 @@ size_t Admission::queued() const {
   return queued_;
 }
 
-void Admission::Leave(const std::string& key_id) {
+void Admission::Leave(const std::string& key_id, std::optional<uint64_t> waiting_seq) {
   {
     std::lock_guard lock(mu_);
-    if (running_ > 0) --running_;
+    if (waiting_seq) {
+      waiting_.erase(*waiting_seq);  // still queued: it never ran
+      if (queued_ > 0) --queued_;
+    } else if (running_ > 0) {
+      --running_;
+    }
     auto it = keys_.find(key_id);
     if (it != keys_.end() && it->second.active > 0) --it->second.active;
   }

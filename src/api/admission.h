@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <expected>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -33,6 +34,7 @@ class Ticket {
   Ticket(Admission* admission, std::string key_id) : admission_(admission), key_id_(std::move(key_id)) {}
   Admission* admission_ = nullptr;
   std::string key_id_;
+  std::optional<uint64_t> waiting_seq_;  // set while queued, not yet running
 };
 
 class Admission {
@@ -42,6 +44,11 @@ class Admission {
   // when all are taken. 429 when the key is over its rate or concurrency or the queue is full;
   // 503 when Close() was called or `cancel` was set while waiting.
   std::expected<Ticket, Problem> Enter(const ApiKey& key, const std::atomic<bool>* cancel = nullptr);
+  // Enter in two steps, so that a refusal is decided on the caller's thread, at once: Reserve
+  // never blocks (a running ticket, a queued one, or the 429); Wait turns a queued ticket into a
+  // running one (503 on Close or cancel; the ticket then leaves the queue when destroyed).
+  std::expected<Ticket, Problem> Reserve(const ApiKey& key);
+  std::expected<void, Problem> Wait(Ticket& ticket, const std::atomic<bool>* cancel);
   // Wakes every waiter with 503 and refuses new entries (graceful shutdown).
   void Close();
 
@@ -50,7 +57,7 @@ class Admission {
 
  private:
   friend class Ticket;
-  void Leave(const std::string& key_id);
+  void Leave(const std::string& key_id, std::optional<uint64_t> waiting_seq);
   struct Bucket {
     double tokens = 0;
     std::chrono::steady_clock::time_point refilled;

@@ -88,11 +88,17 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
   }
   bool sse = WantsEventStream(request);
   const ApiKey* key_ptr = &key;
-  Spawn([this, exchange, key_ptr, session, sse, peer = request.peer, program = std::move(call->program)] {
-    auto ticket = admission_.Enter(*key_ptr, &exchange->ClientGone());
-    if (!ticket) {
-      metrics_.Rejected(RejectionReason(ticket.error()));
-      return exchange->Respond(ProblemResponse(ticket.error()));
+  // Refused here, on the I/O thread, at once: a client hammering a full server costs no thread.
+  auto reserved = admission_.Reserve(key);
+  if (!reserved) {
+    metrics_.Rejected(RejectionReason(reserved.error()));
+    return exchange->Respond(ProblemResponse(reserved.error()));
+  }
+  auto ticket = std::make_shared<Ticket>(std::move(*reserved));
+  Spawn([this, exchange, key_ptr, session, sse, ticket, peer = request.peer, program = std::move(call->program)] {
+    if (auto waited = admission_.Wait(*ticket, &exchange->ClientGone()); !waited) {
+      metrics_.Rejected(RejectionReason(waited.error()));
+      return exchange->Respond(ProblemResponse(waited.error()));
     }
     auto running = std::make_shared<Running>(exchange);
     running->streaming = sse;
@@ -134,6 +140,7 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
       std::lock_guard lock(mu_);
       running_.erase(running.get());
     }
+    { Ticket done = std::move(*ticket); }  // the slot is free before the answer goes out
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const char* route = session ? "session" : "execute";
 

@@ -25,6 +25,9 @@ using boost::system::error_code;
 // Past this much unsent stream data (a client reading slower than the code prints), further
 // stream chunks are dropped: the final event carries the whole capped output anyway.
 constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
+// How long, and how much, a closing connection reads and drops (see Connection::Linger).
+constexpr std::chrono::seconds kLinger{2};
+constexpr size_t kMaxLingerBytes = 8 << 20;
 
 // "%41" -> "A"; nullopt for a malformed escape.
 std::optional<std::string> PercentDecode(std::string_view in) {
@@ -297,7 +300,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
             auto dst = self->buffer_.prepare(n);
             asio::buffer_copy(dst, asio::buffer(self->watch_buf_.data(), n));
             self->buffer_.commit(n);
-            if (self->buffer_.size() <= self->server_->options.max_header_bytes && !self->next_read_) {
+            if (self->buffer_.size() <= self->server_->options.max_header_bytes && !self->next_read_ &&
+                !self->lingering_) {
               return self->Watch();
             }
           } else if (ec && ec != asio::error::operation_aborted) {
@@ -305,6 +309,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
             if (self->in_handler_) return;  // the handler answers into the void; then we close
             return self->Close();
           }
+          if (self->lingering_) return self->Linger();
           if (self->next_read_) {
             self->next_read_ = false;
             self->ReadHeader(false);
@@ -353,7 +358,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // Half-close so the client reads everything before it sees the end.
       error_code ec;
       stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
-      return Close();
+      if (gone_->load()) return Close();
+      lingering_ = true;
+      if (watching_) {
+        stream_.socket().cancel(ec);  // the watch ends with operation_aborted and lingers
+        return;
+      }
+      return Linger();
     }
     if (watching_) {
       next_read_ = true;
@@ -362,6 +373,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     ReadHeader(false);
+  }
+
+  // Reads and drops what the client still sends (the rest of a refused body) for a moment
+  // before closing: closing with unread data would reset the connection, and the client could
+  // lose the answer it has not read yet.
+  void Linger() {
+    if (closed_) return;
+    stream_.expires_after(kLinger);
+    stream_.async_read_some(asio::buffer(watch_buf_), [self = shared_from_this()](error_code ec, size_t n) {
+      self->lingered_ += n;
+      if (ec || self->lingered_ > kMaxLingerBytes) return self->Close();
+      self->Linger();
+    });
   }
 
   void Refuse(const Problem& problem) {
@@ -421,6 +445,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool keep_alive_ = true, keep_after_ = true;
   bool first_read_ = true, in_handler_ = false, answered_ = false, streaming_ = false, stream_ended_ = false;
   bool writing_ = false, finishing_ = false, watching_ = false, next_read_ = false, closed_ = false;
+  bool lingering_ = false;
+  size_t lingered_ = 0;
   std::shared_ptr<std::atomic<bool>> gone_ = std::make_shared<std::atomic<bool>>(false);
 };
 

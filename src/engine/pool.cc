@@ -34,7 +34,13 @@ Expected<std::unique_ptr<Pool>> Pool::Start(const PoolOptions& options) {
     o.workers = static_cast<size_t>(std::max(1L, cores / 2));
   }
   if (auto s = jail::ValidateLimits(o.limits); !s) return std::unexpected(s.error());
+  // A start can fail for a passing reason on a loaded host (the jail's init dying early): try
+  // three times before calling the warm path unavailable. The last error is the one reported.
   auto first = StartWorker(o);
+  for (int attempt = 2; !first && attempt <= 3; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    first = StartWorker(o);
+  }
   if (!first) return std::unexpected(Context("starting a warm worker", first.error()));
   auto w = std::make_shared<Worker>();
   w->zygote = std::move(*first);

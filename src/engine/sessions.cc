@@ -80,6 +80,7 @@ struct Sessions::Session {
   std::string lost_reason;
   std::chrono::system_clock::time_point created, last_used;
   bool closed = false;
+  std::atomic<bool> deleting{false};  // Delete stops a running execution rather than wait for it
 };
 
 Sessions::Sessions(Pool& pool, SessionOptions options) : pool_(pool), options_(options) {
@@ -171,7 +172,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Failed(request.error().message));
-  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
+  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel, .cancel_too = &s->deleting};
   auto outcome = s->child->Execute(*request, program.stdin_data, program.limits, hooks);
   s->last_used = std::chrono::system_clock::now();
   ++s->executions;
@@ -331,7 +332,8 @@ SessionExpected<void> Sessions::Delete(const std::string& id) {
     s = it->second;
     sessions_.erase(it);
   }
-  std::lock_guard run(s->run_mu);  // waits for a running execution to finish
+  s->deleting = true;               // a running execution stops within ~100 ms ...
+  std::lock_guard run(s->run_mu);  // ... and then its reply goes out
   s->closed = true;
   s->child.reset();  // kills the tree, removes the cgroup and with it every mount
   return {};

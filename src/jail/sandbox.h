@@ -86,6 +86,9 @@ struct RunHooks {
   // Set (from any thread) to stop the run: the tree is killed, the ending is kCancelled.
   // Looked at every 100 ms at most. May be null.
   const std::atomic<bool>* cancel = nullptr;
+  // A second such flag, for an owner that stops the run for its own reasons (a session being
+  // deleted) while the caller's flag stays the caller's. May be null.
+  const std::atomic<bool>* cancel_too = nullptr;
 };
 
 // Runs one policy to completion. An error means nothing ran (bad policy, no namespaces);

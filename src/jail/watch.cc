@@ -197,7 +197,8 @@ void Watch::CheckLimits() {
   }
   if (exited_ || setup_failed_) return;
   if (now >= deadline_) Stop(Ending::kWallTimeout);
-  if (spec_.hooks != nullptr && spec_.hooks->cancel != nullptr && spec_.hooks->cancel->load()) {
+  auto set = [](const std::atomic<bool>* flag) { return flag != nullptr && flag->load(); };
+  if (spec_.hooks != nullptr && (set(spec_.hooks->cancel) || set(spec_.hooks->cancel_too))) {
     Stop(Ending::kCancelled);
   }
   if (spec_.cgroup != nullptr) {

@@ -294,6 +294,41 @@ TEST(Admission, RateLimitIs429WithRetryAfter) {
   EXPECT_TRUE(admission.Enter(Key("other", 100, 0.25, 2)).has_value());
 }
 
+TEST(Admission, ARefusedRequestCostsTheKeyNoRateToken) {
+  Admission admission(4, 4);
+  ApiKey key = Key("k", /*max_concurrent=*/1, /*rate=*/0.001, /*burst=*/2);
+  auto first = admission.Enter(key);
+  ASSERT_TRUE(first.has_value());
+  auto refused = admission.Enter(key);  // over its concurrency: refused before any token is taken
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().type, "key-concurrency");
+  { Ticket done = std::move(*first); }
+  auto second = admission.Enter(key);  // the burst's second token is still there
+  ASSERT_TRUE(second.has_value()) << second.error().type;
+}
+
+TEST(Admission, ReserveDecidesAtOnceAndAQueuedTicketLeavesTheQueueWhenDropped) {
+  Admission admission(1, 1);
+  ApiKey key = Key("k");
+  auto running = admission.Reserve(key);
+  ASSERT_TRUE(running.has_value());
+  auto queued = admission.Reserve(key);
+  ASSERT_TRUE(queued.has_value());
+  EXPECT_EQ(admission.queued(), 1u);
+  auto full = admission.Reserve(key);
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().type, "queue-full");
+  { Ticket gone = std::move(*queued); }  // its client went away before it ran
+  EXPECT_EQ(admission.queued(), 0u);
+  EXPECT_EQ(admission.running(), 1u);
+  auto next = admission.Reserve(key);  // the queue has room again
+  ASSERT_TRUE(next.has_value());
+  { Ticket done = std::move(*running); }
+  ASSERT_TRUE(admission.Wait(*next, nullptr).has_value());
+  EXPECT_EQ(admission.running(), 1u);
+  EXPECT_EQ(admission.queued(), 0u);
+}
+
 TEST(Admission, RateRefillsOverTime) {
   Admission admission(10, 10);
   const ApiKey key = Key("r", 100, /*rate=*/20, /*burst=*/1);

@@ -1,0 +1,128 @@
+"""Admission on a server with --max-running 1 --max-queue 1: a third execution gets 429 at once
+with Retry-After, and the two admitted ones still finish (nothing lost). The same server writes
+its audit log with --audit-code."""
+import json
+import os
+import threading
+import time
+import unittest
+
+from harness import KEY_A, ApiTestCase, Server, sha256_hex, wait_until
+
+
+class AdmissionTest(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        server = Server(name="admission")
+        cls.audit_log = os.path.join(server.tmp, "audit.jsonl")
+        server.flags = ["--max-running", "1", "--max-queue", "1", "--audit-log", cls.audit_log, "--audit-code"]
+        cls.server = server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError(f"exit status {code}; stderr:\n{cls.server.stderr_text()[-4000:]}")
+
+    def test_queue_full_is_429(self):
+        results = [None, None]
+
+        def run(i):
+            try:
+                results[i] = self.server.execute(f"import time\ntime.sleep(5)\nprint('done {i}')")
+            except Exception as e:  # noqa: BLE001
+                results[i] = e
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        threads[0].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_running_executions") == 1, 60),
+                        "the first execution never started running")
+        threads[1].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_queue_depth") == 1, 60),
+                        "the second execution never queued")
+        rejected_before = self.server.metrics().get('execbox_rejected_requests_total{reason="queue_full"}', 0)
+
+        t0 = time.monotonic()
+        r = self.server.execute("print('third')")
+        elapsed = time.monotonic() - t0
+        body = self.assertProblem(r, 429, "queue-full")
+        retry = r.header("retry-after")
+        self.assertIsNotNone(retry, r.headers)
+        self.assertTrue(retry.isdigit() and int(retry) >= 1, retry)
+        self.assertIn("queued", body["detail"])
+        # At once: not after waiting for a slot (the first execution sleeps 5 s, the second waits).
+        self.assertTrue(threads[1].is_alive(), "the queued execution ended before the third was refused")
+        self.assertLess(elapsed, 10)
+
+        for t in threads:
+            t.join(timeout=120)
+        for i, res in enumerate(results):
+            self.assertNotIsInstance(res, Exception, res)
+            r = self.assertResult(res, "ok")
+            self.assertEqual(r["stdout"], f"done {i}\n")
+        m = self.server.metrics()
+        self.assertEqual(m.get('execbox_rejected_requests_total{reason="queue_full"}', 0), rejected_before + 1)
+        self.assertEqual(m["execbox_running_executions"], 0)
+        self.assertEqual(m["execbox_queue_depth"], 0)
+        # Served again once the slots are free.
+        self.assertResult(self.server.execute("print('after')"), "ok")
+
+    def test_sse_queue_full_is_429_too(self):
+        results = []
+
+        def run():
+            results.append(self.server.execute("import time\ntime.sleep(4)\n"))
+
+        threads = [threading.Thread(target=run) for _ in range(2)]
+        threads[0].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_running_executions") == 1, 60))
+        threads[1].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_queue_depth") == 1, 60))
+        r = self.server.request("POST", "/v1/execute", {"code": "print(3)"},
+                                headers={"Accept": "text/event-stream"})
+        self.assertProblem(r, 429, "queue-full")
+        self.assertIsNotNone(r.header("retry-after"))
+        for t in threads:
+            t.join(timeout=120)
+        for res in results:
+            self.assertResult(res, "ok")
+
+    def test_audit_code(self):
+        code = f"# {os.urandom(8).hex()}\nprint('with code')\n"
+        self.assertResult(self.server.execute(code), "ok")
+        want = sha256_hex(code)
+
+        def find():
+            with open(self.audit_log) as f:
+                return [json.loads(l) for l in f if l.strip() and json.loads(l).get("code_sha256") == want]
+
+        found = wait_until(find, 10)
+        self.assertEqual(len(found), 1, found)
+        self.assertEqual(found[0]["code"], code)
+        self.assertEqual(found[0]["key_id"], "env-1")
+        self.assertEqual(found[0]["status"], "ok")
+        with open(self.audit_log) as f:
+            self.assertNotIn(KEY_A, f.read())
+
+    def test_z_sigterm_with_one_running_and_one_queued(self):
+        # Last (the server stops): the running execution finishes; the queued one is told why.
+        results = {}
+
+        def run(i):
+            results[i] = self.server.execute(f"import time\ntime.sleep(3)\nprint('done {i}')")
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        threads[0].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_running_executions") == 1, 60))
+        threads[1].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_queue_depth") == 1, 60))
+        self.server.signal()
+        for t in threads:
+            t.join(timeout=120)
+        self.assertEqual(self.assertResult(results[0], "ok")["stdout"], "done 0\n")
+        self.assertProblem(results[1], 503, "shutting-down")
+        self.assertEqual(self.server.wait_exit(), 0, self.server.stderr_text()[-4000:])
+
+
+if __name__ == "__main__":
+    unittest.main()
