@@ -1,0 +1,83 @@
+"""`execbox serve` run as the unprivileged user execbox-test (where the host has that user and
+setpriv): the server starts (cold jails where this user has no cgroups for warm workers), serves,
+and the jail holds against hostile code with the same structured results as under root."""
+import os
+import pwd
+import shutil
+import unittest
+
+from harness import ApiTestCase, Server
+
+USER = "execbox-test"
+
+
+def unprivileged_available():
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        return False
+    return True
+
+
+class UnprivilegedServer(Server):
+    def command(self):
+        return ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--inh-caps=-all", "--"] + \
+            super().command()
+
+
+@unittest.skipUnless(unprivileged_available(), f"needs root, setpriv and the user {USER}")
+class UnprivilegedServeTest(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = UnprivilegedServer(name="unprivileged").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.signal()
+        code = cls.server.wait_exit()
+        assert code == 0, cls.server.stderr_text()
+
+    def test_serves_as_the_unprivileged_user(self):
+        with open(f"/proc/{self.server.proc.pid}/status") as f:
+            uid_line = next(l for l in f if l.startswith("Uid:"))
+        self.assertEqual(int(uid_line.split()[1]), pwd.getpwnam(USER).pw_uid)
+        self.assertEqual(self.server.request("GET", "/readyz", auth=False).status, 200)
+        result = self.assertResult(self.server.execute("print(6 * 7)"), "ok")
+        self.assertEqual(result["stdout"], "42\n")
+
+    def test_host_secrets_and_network_stay_out_of_reach(self):
+        code = (
+            "import os, socket\n"
+            "seen = []\n"
+            "for path in ('/etc/shadow', '/root', '/home'):\n"
+            "    seen.append((path, os.path.exists(path)))\n"
+            "try:\n"
+            "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+            "    seen.append('net')\n"
+            "except OSError:\n"
+            "    pass\n"
+            "print(seen)\n"
+        )
+        result = self.assertResult(self.server.execute(code), "ok")
+        self.assertNotIn("True", result["stdout"])
+        self.assertNotIn("net", result["stdout"].replace("'/", ""))
+
+    def test_limits_hold(self):
+        result = self.assertResult(self.server.execute("while True: pass", limits={"timeout_seconds": 2}))
+        self.assertEqual(result["status"], "timeout")
+        result = self.assertResult(self.server.execute("x = bytearray(1 << 31)", limits={"memory_mb": 128}))
+        self.assertIn(result["status"], ("memory_limit", "error"))
+        if result["status"] == "error":
+            self.assertEqual(result["error"]["ename"], "MemoryError")
+
+    def test_sessions_say_what_they_need(self):
+        r = self.server.request("POST", "/v1/sessions", body={})
+        if r.status == 201:  # a host that gives this user cgroups runs the warm pool
+            return
+        self.assertProblem(r, 409, "sessions-unavailable")
+
+
+if __name__ == "__main__":
+    unittest.main()
