@@ -1,5 +1,7 @@
 #include "api/http_api.h"
 
+#include <algorithm>
+
 #include "api/http_running.h"
 #include "api/json_rpc.h"
 #include "engine/result_json.h"
@@ -118,7 +120,7 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   }
   if (path == "/v1/check") {
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "POST"));
-    return Check(std::move(request), exchange);
+    return Check(std::move(request), exchange, key);
   }
   if (path == "/v1/sessions" || path.starts_with("/v1/sessions/")) {
     return Sessions(request, exchange, key,
@@ -144,12 +146,25 @@ void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
   Respond(*exchange, HttpResponse{.body = Serialize(body)});
 }
 
-void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange) {
+void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key) {
   auto program = ParseCheckBody(request.body, request_limits_);
   if (!program) return Fail(*exchange, program.error());
-  // A syntax check runs the agent in a cold jail (no code runs): off the I/O thread.
-  Spawn([this, exchange, program = std::move(*program)]() mutable {
+  // A check starts a cold jail (the agent parses; no user code runs): it takes an admission
+  // slot and the key's rate like an execution, and runs off the I/O thread.
+  auto reserved = admission_.Reserve(key);
+  if (!reserved) {
+    std::string reason = reserved.error().type;  // "queue-full" -> "queue_full", as for executions
+    std::replace(reason.begin(), reason.end(), '-', '_');
+    metrics_.Rejected(reason);
+    return exchange->Respond(ProblemResponse(reserved.error()));
+  }
+  auto ticket = std::make_shared<Ticket>(std::move(*reserved));
+  Spawn([this, exchange, ticket, program = std::move(*program)]() mutable {
+    if (auto waited = admission_.Wait(*ticket, &exchange->ClientGone()); !waited) {
+      return exchange->Respond(ProblemResponse(waited.error()));
+    }
     auto result = engine::Execute(program);
+    { Ticket done = std::move(*ticket); }
     if (!result) {
       return Fail(*exchange, Problem{.status = 400,
                                      .type = "invalid-request",

@@ -55,7 +55,7 @@ class HttpApi {
                 std::string_view rest);
   void SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const std::string& id,
                     std::string_view path);
-  void Check(HttpRequest request, std::shared_ptr<Exchange> exchange);
+  void Check(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key);
   void Ready(std::shared_ptr<Exchange>& exchange);
   void Respond(Exchange& exchange, HttpResponse response);
   void Fail(Exchange& exchange, const Problem& problem);

@@ -67,6 +67,22 @@ class AdmissionTest(ApiTestCase):
         # Served again once the slots are free.
         self.assertResult(self.server.execute("print('after')"), "ok")
 
+    def test_check_takes_a_slot_too(self):
+        """/v1/check starts a cold jail: a full server refuses it like an execution."""
+        threads = [threading.Thread(target=self.server.execute, args=("import time\ntime.sleep(4)\n",))
+                   for _ in range(2)]
+        threads[0].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_running_executions") == 1, 60))
+        threads[1].start()
+        self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_queue_depth") == 1, 60))
+        r = self.server.request("POST", "/v1/check", {"code": "x = (1,"})
+        self.assertProblem(r, 429, "queue-full")
+        for t in threads:
+            t.join(timeout=120)
+        r = self.server.request("POST", "/v1/check", {"code": "x = (1,"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["status"], "syntax_error")
+
     def test_sse_queue_full_is_429_too(self):
         results = []
 
