@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "api/json_rpc.h"
 #include "base/base64.h"
 
 namespace execbox::api {
@@ -162,33 +163,6 @@ size_t FirstInvalidUtf8(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
-}
-
-// The deepest bracket nesting outside strings; a scan, so a hostile document never reaches
-// the parser at all.
-int MaxDepth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
 }
 
 // Builds the DOM through SAX, refusing duplicate keys (which parser's value wins is a classic

@@ -5,8 +5,8 @@ namespace {
 
 using nlohmann::json;
 
-// The deepest bracket nesting outside strings; a scan, so a hostile document never reaches
-// the parser at all.
+}  // namespace
+
 int MaxDepth(std::string_view text) {
   int depth = 0, deepest = 0;
   bool in_string = false, escaped = false;
@@ -31,8 +31,6 @@ int MaxDepth(std::string_view text) {
   }
   return deepest;
 }
-
-}  // namespace
 
 Expected<json> ParseMessage(std::string_view line) {
   if (line.size() > kMaxMessageBytes) return Fail("message larger than 16 MiB");

@@ -24,6 +24,10 @@ inline constexpr size_t kMaxMessageBytes = 16u << 20;
 // level costs stack or heap in whoever walks the value later.
 inline constexpr int kMaxDepth = 64;
 
+// The deepest bracket nesting outside strings: a scan, so that a hostile document can be
+// refused before it reaches a parser at all.
+int MaxDepth(std::string_view text);
+
 // One message parsed; an error (to answer with kParseError) for bad JSON or too deep nesting.
 Expected<nlohmann::json> ParseMessage(std::string_view line);
 
