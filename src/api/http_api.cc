@@ -1,7 +1,6 @@
 #include "api/http_api.h"
 
-#include <algorithm>
-
+#include "api/http_problems.h"
 #include "api/http_running.h"
 #include "api/json_rpc.h"
 #include "engine/result_json.h"
@@ -18,14 +17,6 @@ Problem NotFound(std::string_view path) {
                  .type = "not-found",
                  .title = "Not found",
                  .detail = "no route for " + std::string(path)};
-}
-
-Problem MethodNotAllowed(std::string_view method, std::string allow) {
-  return Problem{.status = 405,
-                 .type = "method-not-allowed",
-                 .title = "Method not allowed",
-                 .detail = std::string(method) + " is not allowed here; allowed: " + allow,
-                 .headers = {{"Allow", allow}}};
 }
 
 }  // namespace
@@ -153,9 +144,7 @@ void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, con
   // slot and the key's rate like an execution, and runs off the I/O thread.
   auto reserved = admission_.Reserve(key);
   if (!reserved) {
-    std::string reason = reserved.error().type;  // "queue-full" -> "queue_full", as for executions
-    std::replace(reason.begin(), reason.end(), '-', '_');
-    metrics_.Rejected(reason);
+    metrics_.Rejected(RejectionReason(reserved.error()));
     return exchange->Respond(ProblemResponse(reserved.error()));
   }
   auto ticket = std::make_shared<Ticket>(std::move(*reserved));
@@ -199,7 +188,8 @@ void HttpApi::Monitor() {
   auto pruned = std::chrono::steady_clock::now();
   while (!stop_monitor_) {
     monitor_wake_.wait_for(lock, kMonitorPeriod);
-    if (auto* sessions = engine_.sessions(); sessions && std::chrono::steady_clock::now() - pruned > kPrunePeriod) {
+    if (auto* sessions = engine_.sessions();
+        sessions && std::chrono::steady_clock::now() - pruned > kPrunePeriod) {
       // Sessions closed by their idle TTL leave their owner entry behind: drop those.
       // Only entries that existed before the listing can be stale: one added meanwhile is new.
       pruned = std::chrono::steady_clock::now();

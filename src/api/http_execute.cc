@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "api/http_api.h"
+#include "api/http_problems.h"
 #include "api/http_running.h"
 #include "api/json_rpc.h"
 #include "engine/result_json.h"
@@ -36,38 +37,7 @@ bool WantsEventStream(const HttpRequest& request) {
   return request.Header("accept").find("text/event-stream") != std::string_view::npos;
 }
 
-std::string RejectionReason(const Problem& p) {
-  if (p.type == "queue-full") return "queue_full";
-  if (p.type == "rate-limited") return "rate_limited";
-  if (p.type == "key-concurrency") return "key_concurrency";
-  if (p.type == "shutting-down") return "shutting_down";
-  return p.type;
-}
-
-Problem SessionProblem(const engine::SessionFailure& failure, const std::string& id) {
-  switch (failure.kind) {
-    case engine::SessionError::kNotFound:
-      return Problem{.status = 404,
-                     .type = "session-not-found",
-                     .title = "Session not found",
-                     .detail = "no session " + id + " (closed, expired, or never created)"};
-    case engine::SessionError::kFull:
-      return Problem{.status = 429,
-                     .type = "sessions-full",
-                     .title = "Too many sessions",
-                     .detail = failure.message,
-                     .headers = {{"Retry-After", "5"}}};
-    default:
-      return Problem{
-          .status = 500, .type = "session-failed", .title = "Session failed", .detail = failure.message};
-  }
-}
-
 }  // namespace
-
-Problem SessionProblemFor(const engine::SessionFailure& failure, const std::string& id) {
-  return SessionProblem(failure, id);
-}
 
 void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key,
                       std::optional<std::string> session_in_path) {
@@ -76,11 +46,7 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
   std::optional<std::string> session = session_in_path ? session_in_path : call->session_id;
   if (session) {
     if (!engine_.sessions()) {
-      return Fail(*exchange,
-                  Problem{.status = 409,
-                          .type = "sessions-unavailable",
-                          .title = "Sessions unavailable",
-                          .detail = "sessions need the warm pool, which this server runs without"});
+      return Fail(*exchange, SessionsUnavailable());
     }
     if (!OwnsSession(*session, key)) {
       return Fail(*exchange, SessionProblem({engine::SessionError::kNotFound, ""}, *session));
@@ -95,7 +61,8 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
     return exchange->Respond(ProblemResponse(reserved.error()));
   }
   auto ticket = std::make_shared<Ticket>(std::move(*reserved));
-  Spawn([this, exchange, key_ptr, session, sse, ticket, peer = request.peer, program = std::move(call->program)] {
+  Spawn([this, exchange, key_ptr, session, sse, ticket, peer = request.peer,
+         program = std::move(call->program)] {
     if (auto waited = admission_.Wait(*ticket, &exchange->ClientGone()); !waited) {
       metrics_.Rejected(RejectionReason(waited.error()));
       return exchange->Respond(ProblemResponse(waited.error()));

@@ -3,11 +3,10 @@
 #include <ctime>
 
 #include "api/http_api.h"
+#include "api/http_problems.h"
 #include "api/json_rpc.h"
 
 namespace execbox::api {
-
-Problem SessionProblemFor(const engine::SessionFailure& failure, const std::string& id);
 
 namespace {
 
@@ -52,10 +51,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   const std::string& method = request.method;
   auto* sessions = engine_.sessions();
   if (!sessions) {
-    return Fail(*exchange, Problem{.status = 409,
-                                   .type = "sessions-unavailable",
-                                   .title = "Sessions unavailable",
-                                   .detail = "sessions need the warm pool, which this server runs without"});
+    return Fail(*exchange, SessionsUnavailable());
   }
   if (rest.empty() || rest == "/") {
     if (method == "GET") {
@@ -65,12 +61,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
       }
       return Respond(*exchange, JsonResponse(200, {{"sessions", list}}));
     }
-    if (method != "POST")
-      return Fail(*exchange, Problem{.status = 405,
-                                     .type = "method-not-allowed",
-                                     .title = "Method not allowed",
-                                     .detail = method + " is not allowed here; allowed: GET, POST",
-                                     .headers = {{"Allow", "GET, POST"}}});
+    if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "GET, POST"));
     if (!request.body.empty()) {
       auto body = ParseJsonObject(request.body);
       if (!body) return Fail(*exchange, body.error());
@@ -91,7 +82,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     std::string key_id = key.id;
     return Spawn([this, exchange, sessions, key_id] {
       auto info = sessions->Create();
-      if (!info) return Fail(*exchange, SessionProblemFor(info.error(), ""));
+      if (!info) return Fail(*exchange, SessionProblem(info.error(), ""));
       {
         std::lock_guard lock(mu_);
         session_owner_[info->id] = key_id;
@@ -106,19 +97,13 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   std::string id(rest.substr(0, slash));
   std::string_view action = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
   if (!OwnsSession(id, key))
-    return Fail(*exchange, SessionProblemFor({engine::SessionError::kNotFound, ""}, id));
+    return Fail(*exchange, SessionProblem({engine::SessionError::kNotFound, ""}, id));
 
-  auto not_allowed = [&](std::string allow) {
-    Fail(*exchange, Problem{.status = 405,
-                            .type = "method-not-allowed",
-                            .title = "Method not allowed",
-                            .detail = method + " is not allowed here; allowed: " + allow,
-                            .headers = {{"Allow", allow}}});
-  };
+  auto not_allowed = [&](const std::string& allow) { Fail(*exchange, MethodNotAllowed(method, allow)); };
   if (action.empty()) {
     if (method == "GET") {
       auto info = sessions->Info(id);
-      if (!info) return Fail(*exchange, SessionProblemFor(info.error(), id));
+      if (!info) return Fail(*exchange, SessionProblem(info.error(), id));
       return Respond(*exchange, JsonResponse(200, SessionJson(*info)));
     }
     if (method == "DELETE") {
@@ -128,7 +113,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
           std::lock_guard lock(mu_);
           session_owner_.erase(id);
         }
-        if (!deleted) return Fail(*exchange, SessionProblemFor(deleted.error(), id));
+        if (!deleted) return Fail(*exchange, SessionProblem(deleted.error(), id));
         Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
       });
     }
@@ -148,7 +133,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
                                        .title = "Session fork unsupported",
                                        .detail = forked.error().message});
       }
-      return Fail(*exchange, SessionProblemFor(forked.error(), id));
+      return Fail(*exchange, SessionProblem(forked.error(), id));
     }
     {
       std::lock_guard lock(mu_);
@@ -181,12 +166,6 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
         [this, exchange, sessions, id, file = std::move(*path), body = std::move(request.body)]() mutable {
           auto written = sessions->WriteFile(id, file, std::move(body));
           if (!written) {
-            if (written.error().kind == engine::SessionError::kTooLarge) {
-              return Fail(*exchange, Problem{.status = 413,
-                                             .type = "file-too-large",
-                                             .title = "File too large",
-                                             .detail = written.error().message});
-            }
             if (written.error().kind == engine::SessionError::kFailed) {
               // The keeper refused: a symlink or a file where a parent dir should be, a dir at the path.
               return Fail(*exchange, Problem{.status = 409,
@@ -194,7 +173,7 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
                                              .title = "File refused",
                                              .detail = written.error().message});
             }
-            return Fail(*exchange, SessionProblemFor(written.error(), id));
+            return Fail(*exchange, SessionProblem(written.error(), id));
           }
           Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
         });
@@ -203,29 +182,13 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
     return Spawn([this, exchange, sessions, id, file = std::move(*path)] {
       auto content = sessions->ReadFile(id, file, kMaxDownloadBytes);
       if (!content) {
-        if (content.error().kind == engine::SessionError::kFileNotFound) {
-          return Fail(*exchange, Problem{.status = 404,
-                                         .type = "file-not-found",
-                                         .title = "File not found",
-                                         .detail = content.error().message});
-        }
-        if (content.error().kind == engine::SessionError::kTooLarge) {
-          return Fail(*exchange, Problem{.status = 413,
-                                         .type = "file-too-large",
-                                         .title = "File too large",
-                                         .detail = content.error().message});
-        }
-        return Fail(*exchange, SessionProblemFor(content.error(), id));
+        return Fail(*exchange, SessionProblem(content.error(), id));
       }
       Respond(*exchange,
               HttpResponse{.content_type = "application/octet-stream", .body = std::move(*content)});
     });
   }
-  Fail(*exchange, Problem{.status = 405,
-                          .type = "method-not-allowed",
-                          .title = "Method not allowed",
-                          .detail = request.method + " is not allowed here; allowed: GET, PUT",
-                          .headers = {{"Allow", "GET, PUT"}}});
+  Fail(*exchange, MethodNotAllowed(request.method, "GET, PUT"));
 }
 
 }  // namespace execbox::api
