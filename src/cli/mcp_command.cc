@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/json_rpc.h"
-#include "api/mcp_server.h"
+#include "api/mcp/json_rpc.h"
+#include "api/mcp/mcp_server.h"
 #include "base/io.h"
 #include "engine/warm_engine.h"
 

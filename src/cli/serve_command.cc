@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "api/audit.h"
-#include "api/auth.h"
-#include "api/config.h"
-#include "api/http_api.h"
-#include "api/http_server.h"
+#include "api/http/audit.h"
+#include "api/http/auth.h"
+#include "api/http/config.h"
+#include "api/http/http_api.h"
+#include "api/http/http_server.h"
 #include "engine/warm_engine.h"
 
 namespace execbox::cli {

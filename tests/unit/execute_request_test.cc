@@ -1,4 +1,4 @@
-#include "api/execute_request.h"
+#include "api/http/execute_request.h"
 
 #include <gtest/gtest.h>
 

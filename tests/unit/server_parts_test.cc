@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "api/admission.h"
-#include "api/audit.h"
-#include "api/auth.h"
-#include "api/config.h"
-#include "api/metrics.h"
+#include "api/http/admission.h"
+#include "api/http/audit.h"
+#include "api/http/auth.h"
+#include "api/http/config.h"
+#include "api/http/metrics.h"
 
 namespace execbox::api {
 namespace {

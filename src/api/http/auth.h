@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "api/config.h"
-#include "api/problem.h"
+#include "api/http/config.h"
+#include "api/http/problem.h"
 
 namespace execbox::api {
 

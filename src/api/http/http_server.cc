@@ -1,4 +1,4 @@
-#include "api/http_server.h"
+#include "api/http/http_server.h"
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/problem.h"
+#include "api/http/problem.h"
 
 namespace execbox::api {
 namespace {

@@ -1,4 +1,4 @@
-#include "api/metrics.h"
+#include "api/http/metrics.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,6 +1,6 @@
-#include "api/problem.h"
+#include "api/http/problem.h"
 
-#include "api/json_rpc.h"
+#include "api/mcp/json_rpc.h"
 
 namespace execbox::api {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "api/problem.h"
+#include "api/http/problem.h"
 #include "engine/sessions.h"
 
 namespace execbox::api {

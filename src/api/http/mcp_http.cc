@@ -1,4 +1,4 @@
-#include "api/mcp_http.h"
+#include "api/http/mcp_http.h"
 
 #include <sys/random.h>
 
@@ -13,9 +13,9 @@
 #include <thread>
 #include <utility>
 
-#include "api/json_rpc.h"
-#include "api/mcp_server.h"
-#include "api/problem.h"
+#include "api/mcp/json_rpc.h"
+#include "api/mcp/mcp_server.h"
+#include "api/http/problem.h"
 
 namespace execbox::api {
 namespace {

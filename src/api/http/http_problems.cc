@@ -1,4 +1,4 @@
-#include "api/http_problems.h"
+#include "api/http/http_problems.h"
 
 #include <algorithm>
 

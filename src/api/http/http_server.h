@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "api/http_types.h"
+#include "api/http/http_types.h"
 #include "base/error.h"
 
 namespace execbox::api {

@@ -14,8 +14,8 @@
 #include <set>
 #include <string>
 
-#include "api/config.h"
-#include "api/problem.h"
+#include "api/http/config.h"
+#include "api/http/problem.h"
 
 namespace execbox::api {
 

@@ -1,4 +1,4 @@
-#include "api/audit.h"
+#include "api/http/audit.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <ctime>
 #include <string_view>
 
-#include "api/auth.h"
+#include "api/http/auth.h"
 
 namespace execbox::api {
 

@@ -1,4 +1,4 @@
-#include "api/admission.h"
+#include "api/http/admission.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/http_types.h"
+#include "api/http/http_types.h"
 
 namespace execbox::api {
 

@@ -1,4 +1,4 @@
-#include "api/config.h"
+#include "api/http/config.h"
 
 #include <toml++/toml.h>
 
@@ -9,7 +9,7 @@
 #include <functional>
 #include <string_view>
 
-#include "api/auth.h"
+#include "api/http/auth.h"
 #include "base/io.h"
 
 namespace execbox::api {

@@ -1,8 +1,8 @@
-#include "api/http_api.h"
+#include "api/http/http_api.h"
 
-#include "api/http_problems.h"
-#include "api/http_running.h"
-#include "api/json_rpc.h"
+#include "api/http/http_problems.h"
+#include "api/http/http_running.h"
+#include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {

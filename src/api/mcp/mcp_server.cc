@@ -1,12 +1,12 @@
-#include "api/mcp_server.h"
+#include "api/mcp/mcp_server.h"
 
 #include <chrono>
 #include <stop_token>
 #include <thread>
 #include <utility>
 
-#include "api/json_rpc.h"
-#include "api/mcp_tools.h"
+#include "api/mcp/json_rpc.h"
+#include "api/mcp/mcp_tools.h"
 
 namespace execbox::api {
 namespace {

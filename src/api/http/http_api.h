@@ -14,14 +14,14 @@
 #include <string>
 #include <thread>
 
-#include "api/admission.h"
-#include "api/audit.h"
-#include "api/auth.h"
-#include "api/config.h"
-#include "api/execute_request.h"
-#include "api/http_types.h"
-#include "api/mcp_http.h"
-#include "api/metrics.h"
+#include "api/http/admission.h"
+#include "api/http/audit.h"
+#include "api/http/auth.h"
+#include "api/http/config.h"
+#include "api/http/execute_request.h"
+#include "api/http/http_types.h"
+#include "api/http/mcp_http.h"
+#include "api/http/metrics.h"
 #include "engine/warm_engine.h"
 
 namespace execbox::api {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "api/http_types.h"
+#include "api/http/http_types.h"
 #include "engine/warm_engine.h"
 
 namespace execbox::api {

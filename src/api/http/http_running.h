@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "api/http_api.h"
+#include "api/http/http_api.h"
 
 namespace execbox::api {
 

@@ -1,4 +1,4 @@
-#include "api/json_rpc.h"
+#include "api/mcp/json_rpc.h"
 
 namespace execbox::api {
 namespace {

@@ -1,8 +1,8 @@
-#include "api/mcp_tools.h"
+#include "api/mcp/mcp_tools.h"
 
 #include <cmath>
 
-#include "api/json_rpc.h"
+#include "api/mcp/json_rpc.h"
 
 namespace execbox::api {
 namespace {

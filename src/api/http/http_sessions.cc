@@ -2,9 +2,9 @@
 // A session belongs to the key that created it: to any other key it does not exist (404).
 #include <ctime>
 
-#include "api/http_api.h"
-#include "api/http_problems.h"
-#include "api/json_rpc.h"
+#include "api/http/http_api.h"
+#include "api/http/http_problems.h"
+#include "api/mcp/json_rpc.h"
 
 namespace execbox::api {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <string_view>
 
-#include "api/problem.h"
+#include "api/http/problem.h"
 #include "jail/policy.h"
 #include "runtime/python_program.h"
 
@@ -48,7 +48,7 @@ std::expected<runtime::PythonProgram, Problem> ParseCheckBody(std::string_view b
 std::expected<std::string, Problem> ValidateFilePath(std::string_view path);
 
 // The OpenAPI 3.1 document the server serves at /v1/openapi.json (checked in as
-// src/api/openapi.json, embedded at build time).
+// src/api/http/openapi.json, embedded at build time).
 const std::string& OpenApiDocument();
 
 }  // namespace execbox::api
