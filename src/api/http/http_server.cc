@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/http/http_target.h"
 #include "api/http/problem.h"
 
 namespace execbox::api {
@@ -28,30 +29,6 @@ constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
 // How long, and how much, a closing connection reads and drops (see Connection::Linger).
 constexpr std::chrono::seconds kLinger{2};
 constexpr size_t kMaxLingerBytes = 8 << 20;
-
-// "%41" -> "A"; nullopt for a malformed escape.
-std::optional<std::string> PercentDecode(std::string_view in) {
-  std::string out;
-  out.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out.push_back(in[i]);
-      continue;
-    }
-    auto hex = [](char c) -> int {
-      if (c >= '0' && c <= '9') return c - '0';
-      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      return -1;
-    };
-    if (i + 2 >= in.size()) return std::nullopt;
-    int hi = hex(in[i + 1]), lo = hex(in[i + 2]);
-    if (hi < 0 || lo < 0) return std::nullopt;
-    out.push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return out;
-}
 
 std::string HttpDate() {
   char buf[64];
@@ -259,10 +236,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     HttpRequest request;
     request.method = std::string(message.method_string());
     request.target = std::string(message.target());
-    std::string_view target = request.target;
-    size_t q = target.find('?');
-    auto path = PercentDecode(target.substr(0, q));
-    if (q != std::string_view::npos) request.query = std::string(target.substr(q + 1));
+    RequestTarget target = SplitTarget(request.target);
+    auto path = PercentDecode(target.path);
+    request.query = std::string(target.query);
     for (const auto& field : message) {
       std::string name(field.name_string());
       for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
