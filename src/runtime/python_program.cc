@@ -29,14 +29,18 @@ std::string Hex(std::string_view bytes) {
 
 }  // namespace
 
-const std::string* UsableAgentBytecode() {
-  static const std::string* usable = []() -> const std::string* {
+const std::vector<AgentModule>* UsableAgentBytecode() {
+  static const std::vector<AgentModule>* usable = []() -> const std::vector<AgentModule>* {
     const AgentBytecode& b = EmbeddedAgentBytecode();
     auto probe = ReadFile(b.stdlib_probe, 1 << 20);
     if (!probe || probe->size() < 4 || Hex(probe->substr(0, 4)) != b.magic_hex) return nullptr;
-    return &b.pyc;
+    return &b.modules;
   }();
   return usable;
+}
+
+std::string AgentMainPath() {
+  return std::string(kAgentDir) + (UsableAgentBytecode() != nullptr ? "/__main__.pyc" : "/__main__.py");
 }
 
 namespace {
@@ -116,10 +120,11 @@ jail::Policy BasePythonPolicy() {
       {.path = "/etc/hosts", .content = kHosts},
       {.path = "/etc/hostname", .content = "sandbox\n"},
       {.path = "/etc/nsswitch.conf", .content = kNsswitch},
-      {.path = kAgentPath, .content = AgentSource()},
   };
-  if (const std::string* bytecode = UsableAgentBytecode()) {
-    p.files.push_back({.path = kAgentBytecodePath, .content = *bytecode});
+  // Bytecode or source, never both: a .py next to its .pyc would be imported (and compiled).
+  const std::vector<AgentModule>* bytecode = UsableAgentBytecode();
+  for (const AgentModule& m : bytecode != nullptr ? *bytecode : AgentSources()) {
+    p.files.push_back({.path = std::string(kAgentDir) + "/" + m.name, .content = m.content});
   }
   return p;
 }
@@ -130,8 +135,7 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
   jail::Policy p = BasePythonPolicy();
   // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
   // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output.
-  const std::string* bytecode = UsableAgentBytecode();
-  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", bytecode ? kAgentBytecodePath : kAgentPath, kRequestPath};
+  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", AgentMainPath(), kRequestPath};
   p.files.push_back({.path = kRequestPath, .content = std::move(*request)});
 
   if (program.seed_matplotlib && program.mode == Mode::kRun) {

@@ -35,10 +35,10 @@ struct PythonProgram {
   bool seed_matplotlib = true;
 };
 
-// Where the interpreter and the agent live inside the jail.
+// Where the interpreter and the agent live inside the jail. The agent is the package
+// execbox_agent, one file per module: .pyc when UsableAgentBytecode(), else .py.
 inline constexpr const char* kInterpreter = "/usr/bin/python3";
-inline constexpr const char* kAgentPath = "/opt/execbox/agent.py";
-inline constexpr const char* kAgentBytecodePath = "/opt/execbox/agent.pyc";
+inline constexpr const char* kAgentDir = "/opt/execbox/execbox_agent";
 inline constexpr const char* kRequestPath = "/opt/execbox/request.json";
 
 // Fails for an unknown policy profile.
@@ -51,19 +51,30 @@ Expected<std::string> MakeRequest(const PythonProgram& program, bool with_inputs
 // What every Python jail shares, cold or warm: interpreter, environment, system files, agent.
 jail::Policy BasePythonPolicy();
 
-// The agent's source and the lint profiles, embedded at build time.
-const std::string& AgentSource();
+// One file of the agent package: its name in kAgentDir ("cell.py") and its content.
+struct AgentModule {
+  std::string name;
+  std::string content;
+};
 
-// The agent compiled at build time, and how to tell whether the installed interpreter can
-// load it: the magic (hex) must match the first 4 bytes of `stdlib_probe`, a stdlib .pyc.
+// The agent's modules as source, embedded at build time.
+const std::vector<AgentModule>& AgentSources();
+
+// The agent compiled at build time ("cell.pyc", ...), and how to tell whether the installed
+// interpreter can load it: the magic (hex) must match the first 4 bytes of `stdlib_probe`, a
+// stdlib .pyc.
 struct AgentBytecode {
-  std::string pyc;
+  std::vector<AgentModule> modules;
   std::string magic_hex;
   std::string stdlib_probe;
 };
 const AgentBytecode& EmbeddedAgentBytecode();
 // The bytecode when the interpreter can load it (checked once per process), else nullptr.
-const std::string* UsableAgentBytecode();
+const std::vector<AgentModule>* UsableAgentBytecode();
+// The cold agent's script in the jail: kAgentDir's __main__.pyc, or __main__.py.
+std::string AgentMainPath();
+
+// The lint profiles, embedded at build time.
 std::vector<std::string> PolicyProfileNames();
 // The profile's JSON text, or an error naming the known profiles.
 Expected<std::string> PolicyProfile(const std::string& name);

@@ -28,7 +28,7 @@ Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {
   if (!binary) return std::unexpected(Context("reading the worker binary " + binary_path, binary.error()));
   jail::Policy p = BasePythonPolicy();
   nlohmann::json config = {
-      {"agent", UsableAgentBytecode() != nullptr ? kAgentBytecodePath : kAgentPath},
+      {"agent", kAgentDir},
       {"preload", options.preload},
       {"warm_plot", options.warm_plot},
       {"gc_freeze", options.gc_freeze},

@@ -59,13 +59,14 @@ bool InitPython() {
   return !PyStatus_Exception(st);
 }
 
-// Loads the agent from its source or bytecode file and warms it up; returns preload failures.
-std::string LoadAgent(const std::string& path, const std::vector<std::string>& preload, bool plot,
+// Imports the agent package (its directory holds .pyc or .py files) as execbox_agent and warms
+// it up; returns preload failures.
+std::string LoadAgent(const std::string& package_dir, const std::vector<std::string>& preload, bool plot,
                       bool freeze) {
   PyObject* globals = PyDict_New();
   PyDict_SetItemString(globals, "__builtins__", PyEval_GetBuiltins());
-  PyObject* path_obj = PyUnicode_FromString(path.c_str());
-  PyDict_SetItemString(globals, "AGENT_PATH", path_obj);
+  PyObject* path_obj = PyUnicode_FromString(package_dir.c_str());
+  PyDict_SetItemString(globals, "AGENT_DIR", path_obj);
   PyObject* list = PyList_New(0);
   for (const auto& m : preload) {
     PyObject* s = PyUnicode_FromString(m.c_str());
@@ -75,15 +76,13 @@ std::string LoadAgent(const std::string& path, const std::vector<std::string>& p
   PyDict_SetItemString(globals, "PRELOAD", list);
   PyDict_SetItemString(globals, "PLOT", plot ? Py_True : Py_False);
   PyDict_SetItemString(globals, "FREEZE", freeze ? Py_True : Py_False);
+  // The package's parent is on sys.path for this import only: the user's code gets the path
+  // the agent builds.
   const char* bootstrap =
-      "import sys, importlib.machinery, importlib.util\n"
-      "_cls = importlib.machinery.SourcelessFileLoader if AGENT_PATH.endswith('.pyc') "
-      "else importlib.machinery.SourceFileLoader\n"
-      "_loader = _cls('execbox_agent', AGENT_PATH)\n"
-      "_spec = importlib.util.spec_from_loader('execbox_agent', _loader)\n"
-      "agent = importlib.util.module_from_spec(_spec)\n"
-      "sys.modules['execbox_agent'] = agent\n"
-      "_loader.exec_module(agent)\n"
+      "import sys\n"
+      "sys.path.insert(0, AGENT_DIR.rpartition('/')[0])\n"
+      "import execbox_agent.warm as agent\n"
+      "del sys.path[0]\n"
       "FAILURES = '\\n'.join(agent.warm_up(PRELOAD, PLOT, FREEZE))\n";
   PyObject* r = PyRun_String(bootstrap, Py_file_input, globals, globals);
   if (r == nullptr) {

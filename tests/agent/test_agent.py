@@ -1,21 +1,22 @@
-"""Unit tests for the execbox Python agent (src/runtime/agent.py).
+"""Unit tests for the execbox Python agent (the package src/runtime/execbox_agent).
 
 Run from the repository root with Debian's interpreter (the one the jail uses):
 
     /usr/bin/python3 -m unittest discover -s tests/agent -v
 
 Each test runs the agent as a subprocess exactly the way the jail does
-(`python3 -I -S -B -u agent.py request.json`, fd 3 the report pipe, a work dir as cwd, an
-environment like the jail's), but without the jail, and checks the JSON Lines report.
+(`python3 -I -S -B -u execbox_agent/__main__.py request.json`, fd 3 the report pipe, a work dir
+as cwd, an environment like the jail's), but without the jail, and checks the JSON Lines report.
 Tests that need pandas or matplotlib are skipped if Debian's python3-pandas /
-python3-matplotlib are missing. EXECBOX_AGENT=/path/to/agent.py tests another copy.
+python3-matplotlib are missing. EXECBOX_AGENT=/path/to/execbox_agent tests another copy (a
+package directory of that name).
 
 The warm mode (warm_up() in a zygote, serve() in each forked child) is tested the same way
 without the C++ zygote: a child forked from this process, or from a small zygote script, calls
 serve() on one end of a socketpair and the test plays the host on the other.
 """
 import base64
-import importlib.util
+import importlib
 import json
 import os
 import random
@@ -33,7 +34,8 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # EXECBOX_AGENT runs the tests against another copy of the agent (e.g. a mutated one).
-AGENT = os.environ.get("EXECBOX_AGENT") or os.path.join(ROOT, "src", "runtime", "agent.py")
+AGENT = os.environ.get("EXECBOX_AGENT") or os.path.join(ROOT, "src", "runtime", "execbox_agent")
+AGENT_MAIN = os.path.join(AGENT, "__main__.py")  # the cold agent's script
 POLICIES = os.path.join(ROOT, "src", "runtime", "policies")
 PYTHON = "/usr/bin/python3"
 FIGURES = {"max_width_px": 2000, "max_height_px": 2000, "max_bytes": 4194304, "dpi": 100}
@@ -124,7 +126,7 @@ def run_agent(code, mode="run", policy=None, stdin=b"", filename="<cell>", figur
             # fd 3 in the child is the report pipe's write end: dup2 makes it inheritable, and
             # close_fds=False keeps it (the parent's other fds are non-inheritable).
             proc = subprocess.Popen(
-                [PYTHON, "-I", "-S", "-B", "-u", AGENT, request_path], cwd=work, env=env,
+                [PYTHON, "-I", "-S", "-B", "-u", AGENT_MAIN, request_path], cwd=work, env=env,
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 close_fds=False, preexec_fn=lambda: os.dup2(write_end, 3))
         finally:
@@ -181,6 +183,7 @@ class AgentTestCase(unittest.TestCase):
     def assertNoAgentFrames(self, lines):
         text = "\n".join(lines) if isinstance(lines, list) else lines
         self.assertNotIn("agent.py", text)
+        self.assertNotIn("execbox_agent", text)
         self.assertNotIn("/opt/execbox", text)
 
     def assertFinished(self, run, code):
@@ -1013,12 +1016,15 @@ class CheckModeTest(AgentTestCase):
 # Warm mode: serve() in a forked child, warm_up() in a zygote.
 
 def load_agent_module():
-    """Imports the agent the way the zygote does: as a module, not as __main__."""
-    spec = importlib.util.spec_from_file_location("execbox_agent", AGENT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["execbox_agent"] = module
-    spec.loader.exec_module(module)
-    return module
+    """Imports the agent the way the zygote does (worker_main.cc): the package from its parent
+    directory, then its warm module, which has serve() and warm_up()."""
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+    parent = os.path.dirname(os.path.abspath(AGENT))
+    sys.path.insert(0, parent)
+    try:
+        return importlib.import_module("execbox_agent.warm")
+    finally:
+        sys.path.remove(parent)
 
 
 def send_request(sock, body, fds):
@@ -1315,11 +1321,10 @@ class ServeTest(WarmTestCase):
 # A zygote in a subprocess: imports the agent, warm_up(preload), seeds the PRNGs the same for
 # every child, reports, forks one serving child per fd given, and reports their statuses.
 ZYGOTE = r"""
-import gc, importlib.util, json, os, random, sys
-spec = importlib.util.spec_from_file_location("execbox_agent", sys.argv[1])
-agent = importlib.util.module_from_spec(spec)
-sys.modules["execbox_agent"] = agent
-spec.loader.exec_module(agent)
+import gc, json, os, random, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))  # as worker_main.cc imports the package
+import execbox_agent.warm as agent
+del sys.path[0]
 preload, session, fds = json.loads(sys.argv[2]), sys.argv[3] == "1", [int(a) for a in sys.argv[4:]]
 failures = agent.warm_up(preload)
 random.seed(1)

@@ -1,0 +1,409 @@
+# Warm mode. A zygote (C++ embedding libpython, runtime/worker_main.cc) imports this module as
+# execbox_agent.warm and calls warm_up(preload) once: dist-packages on sys.path, the matplotlib
+# font cache seeded, the preload modules imported (failures skipped and returned as
+# "name: error" strings), matplotlib on Agg with one plot drawn, the agent's lazy imports done,
+# no thread left running, gc.collect() + gc.freeze().
+# It then forks one child per execution; the C++ side locks the child down, writes one ready
+# byte on the channel and calls serve(channel_fd, session), which never returns and writes
+# nothing on the channel but the b"D" bytes below. The channel's framing is in protocol.py.
+# The fds become 0, 1, 2 and the report fd (moved to >= 512, close-on-exec); the inputs are
+# created in the work dir (parents made, no symlink followed, no file replaced, absolute
+# names and '..' refused); the first execution of a child reseeds `random` and numpy's global
+# RandomState (every child starts with the zygote's state); then the request runs as a cold
+# one does, with SIGINT raising KeyboardInterrupt and SIGPIPE ignored, as in python3.
+#   - One-shot (session false): the child ends like the cold agent (threads joined, atexit
+#     handlers run, exit event, os._exit(code)), with b"D" written on the channel between the
+#     exit event and os._exit: the host may answer before the process has wound down.
+#   - Session (session true): the globals (one __main__ module), imports, open files and
+#     threads persist from one execution to the next; display(), print() and pyplot.show()
+#     report to the current execution. An execution ends without joining threads or running
+#     atexit handlers: output flushed, exit event sent, report fd closed, /dev/null put on fds
+#     0-2 (the host sees EOF on every pipe of the execution), one byte b"D" written on the
+#     channel (the host's sign that the execution is over), and the next header awaited. A
+#     SystemExit ends the execution with its code, not the session. Figures left open are
+#     shown and closed. Each execution's source stays in linecache under its own name, so a
+#     traceback through a function of an earlier execution shows that execution's line: an
+#     execution runs under the request's filename unless an earlier execution of the session
+#     used that name; then its 1-based number is added ("<cell>" -> "<cell-3>", "job.py" ->
+#     "job-3.py"), and its tracebacks, warnings and events use that name.
+# EOF on the channel where a header would start: os._exit(0); a broken request: see
+# protocol.py.
+import _signal
+import binascii
+import builtins
+import json
+import linecache
+import os
+import sys
+
+from .cell import compile_cell, execute, internal_error_event, register_source, run_error_event
+from .execution import State, add_dist_packages, check_and_compile, finish, install_builtins, run
+from .figures import seed_matplotlib_cache, warm_plot
+from .lint import compile_policy, lint
+from .protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, Channel, ChannelError, Reporter, RequestError,
+                       channel_failure, describe, move_fd_high, parse_inputs, parse_request, safe_str,
+                       write_all)
+from .streams import OpenTracker, flush_std_streams, install_streams, new_stdin
+
+# What the agent imports lazily while it runs (and serve() needs): imported once in the zygote,
+# so that no child pays for them.
+_LAZY_IMPORTS = ("__future__", "_sitebuiltins", "_socket", "atexit", "fcntl", "fnmatch", "gc",
+                 "re", "resource", "traceback", "warnings", "weakref")
+
+
+def warm_up(preload, plot=True, freeze=True):
+    """Prepares the zygote's interpreter so that each forked child starts warm: the library
+    path, the matplotlib font cache, the modules in preload (a list of names; one that fails
+    to import is skipped), matplotlib on Agg with one plot drawn (fonts and the renderer
+    loaded) when plot is true and matplotlib was loaded, and the agent's own lazy imports.
+    Starts no thread. Ends with gc.freeze() (unless freeze is false, for measuring), so that
+    children do not copy the zygote's objects when the collector walks them. Returns a list
+    of "name: error" strings, one per failure (a thread found still running after the imports
+    is reported as "threads: ...")."""
+    import importlib
+    failures = []
+    add_dist_packages()
+    seed_matplotlib_cache()
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken package is skipped
+            failures.append("%s: %s" % (name, describe(exc)))
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is not None:
+        try:
+            matplotlib.use("Agg")
+            if plot:
+                warm_plot(importlib.import_module("matplotlib.pyplot"))
+        except Exception as exc:  # noqa: BLE001
+            failures.append("matplotlib.pyplot: %s" % describe(exc))
+    for name in _LAZY_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001
+            failures.append("%s: %s" % (name, describe(exc)))
+    try:
+        _warm_agent()
+    except Exception as exc:  # noqa: BLE001
+        failures.append("execbox_agent: %s" % describe(exc))
+    threads = _thread_count()
+    if threads > 1:
+        failures.append("threads: %d threads are running after the warm-up; namespaces "
+                        "cannot be entered and fork() keeps only the caller" % threads)
+    import gc
+    gc.collect()
+    if freeze:
+        gc.freeze()
+    return failures
+
+
+def _warm_agent():
+    """Runs the agent's own paths once -- compile, the policy check, a traceback -- so that the
+    modules they import lazily (traceback imports ast for its carets) are loaded."""
+    filename = "<execbox-warm-up>"
+    source = "x = 0\n1 / x\n"
+    register_source(filename, source)
+    try:
+        tree, body_code, last_code, _show, _warnings = compile_cell(source, filename)
+        lint(compile_policy({"rules": [{"id": "warm", "imports": ["socket"], "calls": ["os.*"]}]}),
+             source, tree)
+        try:
+            execute(body_code, last_code, {"__builtins__": builtins, "__name__": "__warm_up__"})
+        except ZeroDivisionError as exc:
+            run_error_event(exc, filename, DEFAULTS["max_repr_bytes"])
+    finally:
+        linecache.cache.pop(filename, None)
+
+
+def _thread_count():
+    try:
+        return len(os.listdir("/proc/self/task"))  # native threads too (OpenBLAS, numexpr)
+    except OSError:
+        threading = sys.modules.get("threading")
+        return threading.active_count() if threading is not None else 1
+
+
+def _fd_above_stdio(fd):
+    """fd itself if above 2, else a close-on-exec copy above 2 (fd is closed)."""
+    if fd > 2:
+        return fd
+    import fcntl
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
+def _null_fds():
+    """(read fd, write fd) that stand in for stdin and stdout/stderr between executions: EOF
+    and a sink. /dev/null, or where the jail has none, pipes whose other end is closed."""
+    try:
+        fd = _fd_above_stdio(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        return fd, fd
+    except OSError:
+        read_end, write_end = os.pipe()
+        os.close(write_end)
+        other_read, other_write = os.pipe()
+        os.close(other_read)
+        return _fd_above_stdio(read_end), _fd_above_stdio(other_write)
+
+
+def _reseed_randomness():
+    """Every child of a zygote starts with the zygote's PRNG states: the loaded generators are
+    reseeded from os.urandom (a module imported later seeds itself)."""
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
+    numpy_random = getattr(sys.modules.get("numpy"), "random", None)
+    if numpy_random is not None:
+        numpy_random.seed()  # the legacy global RandomState behind np.random.*
+
+
+def _write_inputs(work_dir, inputs):
+    """Creates each input file under the work dir (an fd: the code may have changed directory),
+    with its parent directories, following no symbolic link (a session's code may have planted
+    one) and replacing no file."""
+    for name, parts, content in inputs:
+        try:
+            data = binascii.a2b_base64(content)
+        except (binascii.Error, ValueError) as exc:
+            raise RequestError("input %r is not valid base64: %s" % (name, exc)) from None
+        directory = work_dir
+        try:
+            for part in parts[:-1]:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=directory)
+                except FileExistsError:
+                    pass
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                dir_fd=directory)
+                if directory != work_dir:
+                    os.close(directory)
+                directory = child
+            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644, dir_fd=directory)
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise RequestError("input %r could not be written: %s" % (name, exc.strerror or exc)) from None
+        finally:
+            if directory != work_dir:
+                os.close(directory)
+
+
+class _Server:
+    """A forked child's loop: one request and exit, or (a session) one request after another
+    with the user's globals kept."""
+
+    def __init__(self, channel_fd, session):
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # as python3 does
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # while idle: a late Ctrl-C is for no one
+        channel_fd = _fd_above_stdio(channel_fd)  # fds 0-2 are replaced per execution
+        os.set_inheritable(channel_fd, False)
+        self.null_in, self.null_out = _null_fds()
+        for fd in (0, 1, 2):  # open, so that received fds never land on them
+            try:
+                os.fstat(fd)
+            except OSError:
+                os.dup2(self.null_in if fd == 0 else self.null_out, fd)
+        self.channel = Channel(channel_fd)
+        self.session = session
+        self.work_dir = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.reporter = Reporter(None, DEFAULTS["max_stream_event_bytes"])
+        os.register_at_fork(after_in_child=self.reporter.after_fork_in_child)
+        self.executions = 0
+        self.reseeded = False
+        self.state = None  # the current execution's: display() reports to it
+        # A session's, kept across executions:
+        self.tracker = None
+        self.streams = None
+        self.main = None
+        self.path_entry = None  # the work dir, first on sys.path
+        self.sources = {}  # filename -> source of each execution
+
+    def prewarm(self):
+        """Before any request: what every execution's first steps do, on a throwaway cell, so
+        that the copy-on-write faults of a fresh fork (slow on some VMs) and the reseeding
+        happen here, ahead of demand, not in the request. Nothing of it stays: its globals,
+        its report (to /dev/null) and its linecache entry are dropped."""
+        _reseed_randomness()
+        self.reseeded = True
+        reporter = Reporter(os.dup(self.null_out), DEFAULTS["max_stream_event_bytes"])
+        try:
+            raw = json.loads(json.dumps({"mode": "run", "code": "x = [1]\nx", "filename": "<execbox-prewarm>",
+                                         "policy": None}))
+            request = parse_request(raw)
+            state = State(request, reporter)
+            _tree, body_code, last_code, _show, _warnings = compile_cell(request["code"], request["filename"])
+            scratch = {"__builtins__": builtins}
+            value = execute(body_code, last_code, scratch)
+            data, metadata = state.formatter.bundle(value)
+            reporter.emit({"type": "result", "data": data, "metadata": metadata})
+            reporter.emit({"type": "exit", "code": 0})
+        except Exception:  # noqa: BLE001 - only an optimisation
+            pass
+        finally:
+            linecache.cache.pop("<execbox-prewarm>", None)
+            reporter.close()
+
+    def loop(self):
+        self.prewarm()
+        while True:
+            try:
+                received = self.channel.receive()
+            except ChannelError as exc:
+                channel_failure(str(exc), exc.fds)
+            if received is None:
+                os._exit(0)  # the host is done with this child
+            self.handle(*received)
+
+    def handle(self, fds, body):
+        self.executions += 1
+        for fd, target in zip(fds, (0, 1, 2)):
+            os.dup2(fd, target)  # inheritable, as python3's stdio is
+        report_fd = move_fd_high(fds[3])
+        for fd in fds[:3]:
+            os.close(fd)
+        reporter = self.reporter
+        reporter.restart(report_fd, DEFAULTS["max_stream_event_bytes"])
+        state = None
+        try:
+            _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # the code may have changed them
+            _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+            sys.stdin = sys.__stdin__ = new_stdin()
+            if self.executions == 1 and not self.reseeded:
+                _reseed_randomness()
+            try:
+                raw = json.loads(body.decode("utf-8", "replace"))
+            except (ValueError, RecursionError) as exc:
+                raise ChannelError("the request body is not JSON: %s" % exc) from None
+            del body
+            request = parse_request(raw)
+            inputs = parse_inputs(raw)
+            del raw
+            if self.session:
+                self._name_execution(request)
+            reporter.set_stream_budget(request["max_stream_event_bytes"])
+            state = self.state = State(request, reporter)
+            _write_inputs(self.work_dir, inputs)
+            register_source(request["filename"], request["code"])
+            if request["mode"] == "run":
+                self._prepare_interpreter(state)
+            exit_code = check_and_compile(state)
+            if exit_code is None:
+                exit_code = 0 if request["mode"] == "check" else run(state, request)
+            if state.main is not None:
+                self.main = state.main
+        except ChannelError as exc:  # a body that is not JSON: the framing may be off too
+            reporter.emit(internal_error_event(exc))
+            try:
+                os.write(2, ("execbox agent: %s\n" % exc).encode("utf-8", "replace"))
+            except OSError:
+                pass
+            reporter.emit({"type": "exit", "code": INTERNAL_ERROR_EXIT})
+            os._exit(INTERNAL_ERROR_EXIT)
+        except BaseException as exc:  # noqa: BLE001 - the agent's own failure, reported as such
+            reporter.emit(internal_error_event(exc))
+            message = "execbox agent: internal error: %s\n" % safe_str(exc)
+            try:
+                os.write(2, message.encode("utf-8", "replace"))
+            except OSError:
+                pass
+            exit_code = INTERNAL_ERROR_EXIT
+        if not self.session:
+            # The report is complete: "D" lets the host answer now, while this process (pid 1
+            # of its namespace, whose exit takes every other process with it) winds down.
+            if state is None:
+                reporter.emit({"type": "exit", "code": exit_code})
+                self.channel.send_done()
+                os._exit(exit_code)
+            finish(state, exit_code, self.channel.send_done)
+        self._end_execution(state, exit_code)
+
+    def _name_execution(self, request):
+        """Each execution of a session keeps its source in linecache under its own name, so
+        that a traceback through a function of an earlier execution shows that execution's
+        lines. An execution runs under the request's filename unless an earlier one of the
+        session used it; then the execution's 1-based number is added: "<cell>" -> "<cell-3>",
+        "job.py" -> "job-3.py"."""
+        for name, source in self.sources.items():  # the code may have cleared linecache
+            if name not in linecache.cache:
+                register_source(name, source)
+        filename = name = request["filename"]
+        number = self.executions
+        while name in self.sources:
+            if filename.startswith("<") and filename.endswith(">") and len(filename) > 1:
+                name = "%s-%d>" % (filename[:-1], number)
+            else:
+                root, ext = os.path.splitext(filename)
+                name = "%s-%d%s" % (root, number, ext)
+            number += 1
+        request["filename"] = name
+        self.sources[name] = request["code"]
+
+    def _prepare_interpreter(self, state):
+        """execution.prepare_interpreter() for a warm child: what lasts once per process, what
+        belongs to the execution each time."""
+        first = self.tracker is None
+        if first or not self.session:
+            self.tracker = OpenTracker()
+        state.tracker = self.tracker
+        streams = self.streams
+        if streams is None or streams[0].closed or streams[1].closed:
+            install_streams(state)
+            self.streams = (state.stdout, state.stderr)
+        else:  # the same objects, which the code (a logging handler, ...) may hold
+            state.stdout, state.stderr = streams
+            sys.stdout = sys.__stdout__ = state.stdout
+            sys.stderr = sys.__stderr__ = state.stderr
+        if first:
+            add_dist_packages()
+            self.path_entry = os.getcwd()
+            sys.path.insert(0, self.path_entry)
+            install_builtins(lambda: self.state)
+            if "matplotlib" not in sys.modules:
+                seed_matplotlib_cache()  # for an import by the code (/tmp may be fresh)
+        else:
+            finder = sys.path_importer_cache.get(self.path_entry)
+            if finder is not None:
+                finder.invalidate_caches()  # modules the earlier executions wrote
+        sys.argv = [state.request["filename"]]
+        state.main = self.main
+
+    def _end_execution(self, state, exit_code):
+        """The end of a session's execution: unlike finish(), no threads joined and no atexit
+        handlers (they belong to the session); the output flushed, the exit event sent, and the
+        execution's fds closed so that the host sees EOF on each."""
+        _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+        flush_std_streams()
+        tracker = state.tracker if state is not None else None
+        if tracker is not None:
+            for f in list(tracker.files):  # for the host, which collects files now
+                try:
+                    if not f.closed:
+                        f.flush()
+                except Exception:  # noqa: BLE001
+                    pass
+        self.reporter.flush_streams(final=True)
+        self.reporter.emit({"type": "exit", "code": exit_code})
+        self.reporter.close()
+        os.dup2(self.null_in, 0)
+        os.dup2(self.null_out, 1)
+        os.dup2(self.null_out, 2)
+        # Tells the host the execution is over (EOF on the pipes alone cannot: a process the
+        # code forked may hold them, and a dying session closes them too).
+        self.channel.send_done()
+
+
+def serve(channel_fd, session):
+    """Runs requests received on channel_fd (see the header) in this forked, locked-down
+    child: one, or with session true one after another with the globals kept. Never returns."""
+    try:
+        _Server(channel_fd, bool(session)).loop()
+    except BaseException as exc:  # noqa: BLE001 - the agent itself failed
+        try:
+            os.write(2, ("execbox agent: serve failed: %s\n" % describe(exc)).encode("utf-8", "replace"))
+        except OSError:
+            pass
+    os._exit(INTERNAL_ERROR_EXIT)
