@@ -134,8 +134,9 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
   if (!request) return std::unexpected(request.error());
   jail::Policy p = BasePythonPolicy();
   // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
-  // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output.
-  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", AgentMainPath(), kRequestPath};
+  // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output;
+  // -X utf8: UTF-8 mode whatever the locale, as the warm interpreter (worker_main.cc) runs.
+  p.argv = {kInterpreter, "-I", "-S", "-B", "-u", "-X", "utf8", AgentMainPath(), kRequestPath};
   p.files.push_back({.path = kRequestPath, .content = std::move(*request)});
 
   if (program.seed_matplotlib && program.mode == Mode::kRun) {

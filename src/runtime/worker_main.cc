@@ -45,6 +45,12 @@ void RunCode(int channel, bool session) {
 }
 
 bool InitPython() {
+  // UTF-8 mode, as the cold agent runs (python3 -X utf8): an embedded interpreter keeps the C
+  // locale, whose ASCII file system encoding cannot open "données.csv".
+  PyPreConfig preconfig;
+  PyPreConfig_InitIsolatedConfig(&preconfig);
+  preconfig.utf8_mode = 1;
+  if (PyStatus_Exception(Py_PreInitialize(&preconfig))) return false;
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);
   config.site_import = 0;  // as `python3 -I -S`: the agent sets sys.path itself

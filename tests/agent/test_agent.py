@@ -5,8 +5,9 @@ Run from the repository root with Debian's interpreter (the one the jail uses):
     /usr/bin/python3 -m unittest discover -s tests/agent -v
 
 Each test runs the agent as a subprocess exactly the way the jail does
-(`python3 -I -S -B -u execbox_agent/__main__.py request.json`, fd 3 the report pipe, a work dir
-as cwd, an environment like the jail's), but without the jail, and checks the JSON Lines report.
+(`python3 -I -S -B -u -X utf8 execbox_agent/__main__.py request.json`, fd 3 the report pipe, a
+work dir as cwd, an environment like the jail's), but without the jail, and checks the JSON Lines
+report.
 Tests that need pandas or matplotlib are skipped if Debian's python3-pandas /
 python3-matplotlib are missing. EXECBOX_AGENT=/path/to/execbox_agent tests another copy (a
 package directory of that name).
@@ -126,8 +127,8 @@ def run_agent(code, mode="run", policy=None, stdin=b"", filename="<cell>", figur
             # fd 3 in the child is the report pipe's write end: dup2 makes it inheritable, and
             # close_fds=False keeps it (the parent's other fds are non-inheritable).
             proc = subprocess.Popen(
-                [PYTHON, "-I", "-S", "-B", "-u", AGENT_MAIN, request_path], cwd=work, env=env,
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                [PYTHON, "-I", "-S", "-B", "-u", "-X", "utf8", AGENT_MAIN, request_path], cwd=work,
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 close_fds=False, preexec_fn=lambda: os.dup2(write_end, 3))
         finally:
             os.close(write_end)
@@ -1357,7 +1358,7 @@ class Zygote:
                "HOME": self.work, "MPLBACKEND": "Agg", "MPLCONFIGDIR": _shared["config"],
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         self.proc = subprocess.Popen(
-            [PYTHON, "-I", "-S", "-B", "-u", "-c", ZYGOTE, AGENT, json.dumps(preload),
+            [PYTHON, "-I", "-S", "-B", "-u", "-X", "utf8", "-c", ZYGOTE, AGENT, json.dumps(preload),
              "1" if session else "0"] + [str(fd) for fd in child_fds],
             cwd=self.work, env=env, stdout=subprocess.PIPE, pass_fds=child_fds)
         for _, b in pairs:

@@ -745,6 +745,70 @@ TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// ---- non-ASCII file names: the warm interpreter runs in UTF-8 mode, as the cold one does ----
+
+// The interpreter's encodings, on one line: the same in a warm child and a cold jail.
+constexpr const char* kEncodings =
+    "import sys, locale\n"
+    "print(sys.getfilesystemencoding(), sys.getfilesystemencodeerrors(), sys.flags.utf8_mode,\n"
+    "      locale.getpreferredencoding(False), sys.stdin.encoding, sys.stdout.encoding, sys.stderr.encoding)";
+
+TEST_F(Warm, EncodingsAreUtf8AsInAColdRun) {
+  Result warm = Run(kEncodings);
+  EXPECT_EQ(warm.status, Status::kOk) << Describe(warm);
+  EXPECT_EQ(Out(warm), "utf-8 surrogateescape 1 utf-8 utf-8 utf-8 utf-8\n") << Describe(warm);
+  auto cold = Execute(Program(kEncodings));
+  ASSERT_TRUE(cold.has_value()) << cold.error().message;
+  EXPECT_EQ(cold->engine, "cold");
+  EXPECT_EQ(Out(*cold), Out(warm)) << Describe(*cold);
+}
+
+TEST_F(Warm, NonAsciiFileNamesAreWrittenReadAndReturned) {
+  auto p = Program(
+      "import os\nopen('données.csv', 'w').write('a,b\\n')\nos.mkdir('été')\n"
+      "open('été/août.txt', 'wb').write(b'x')\nprint(open('entrée.txt').read(), sorted(os.listdir('.')))");
+  p.inputs = {{.name = "entrée.txt", .content = "arrivée"}};
+  auto r = g_engine->Execute(p);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->engine, "warm");
+  EXPECT_EQ(r->status, Status::kOk) << Describe(*r);
+  EXPECT_EQ(Out(*r), "arrivée ['données.csv', 'entrée.txt', 'été']\n") << Describe(*r);
+  auto returned = [&](const std::string& name) {
+    for (const auto& f : r->files) {
+      if (f.name == name) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(returned("données.csv")) << Describe(*r);
+  EXPECT_TRUE(returned("été/août.txt")) << Describe(*r);
+}
+
+TEST_F(WarmSessions, NonAsciiFileNamesGoBothWays) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result wrote =
+      Exec(s->id, "import sys\nopen('données.csv', 'w').write('x')\nprint(sys.getfilesystemencoding())");
+  EXPECT_EQ(wrote.status, Status::kOk) << Describe(wrote);
+  EXPECT_EQ(Out(wrote), "utf-8\n") << Describe(wrote);
+  ASSERT_EQ(wrote.files.size(), 1u) << Describe(wrote);
+  EXPECT_EQ(wrote.files[0].name, "données.csv");
+  // The file API and the code agree on the names, in both directions.
+  auto put = S().WriteFile(s->id, "résumé/naïve.txt", "café");
+  ASSERT_TRUE(put.has_value()) << put.error().message;
+  auto got = S().ReadFile(s->id, "résumé/naïve.txt", 1 << 20);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_EQ(*got, "café");
+  Result seen = Exec(s->id,
+                     "import os\nprint(os.listdir('résumé'), open('résumé/naïve.txt').read())\n"
+                     "open('résumé/été.txt', 'w').write('soleil')");
+  EXPECT_EQ(seen.status, Status::kOk) << Describe(seen);
+  EXPECT_EQ(Out(seen), "['naïve.txt'] café\n") << Describe(seen);
+  auto summer = S().ReadFile(s->id, "résumé/été.txt", 1 << 20);
+  ASSERT_TRUE(summer.has_value()) << summer.error().message;
+  EXPECT_EQ(*summer, "soleil");
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 }  // namespace
 }  // namespace execbox::engine
 

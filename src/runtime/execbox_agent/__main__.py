@@ -1,6 +1,6 @@
 # The cold agent: one execution in a fresh interpreter, run as a script (protocol.py has the
 # invocation, the request and the report):
-#     python3 -I -S -B -u /opt/execbox/execbox_agent/__main__.pyc /opt/execbox/request.json
+#     python3 -I -S -B -u -X utf8 /opt/execbox/execbox_agent/__main__.pyc /opt/execbox/request.json
 import os
 import sys
 

@@ -3,9 +3,11 @@
 # engine's report reader, jail/warm_child.cc) speaks exactly this.
 #
 # Invocation (see python_program.cc and __main__.py):
-#     python3 -I -S -B -u /opt/execbox/execbox_agent/__main__.pyc /opt/execbox/request.json
-# The working directory is the work dir, fd 0 is the given stdin (a pipe, EOF at its end),
-# fd 1/2 are the live stdout/stderr, fd 3 is the report channel.
+#     python3 -I -S -B -u -X utf8 /opt/execbox/execbox_agent/__main__.pyc /opt/execbox/request.json
+# UTF-8 mode (-X utf8; the zygote's embedded interpreter too): file names, open() and the
+# preferred encoding are UTF-8 whatever the locale. The working directory is the work dir, fd 0
+# is the given stdin (a pipe, EOF at its end), fd 1/2 are the live stdout/stderr, fd 3 is the
+# report channel.
 #
 # Request (argv[1], JSON):
 #     {"mode": "run" | "check", "code": str, "filename": "<cell>", "policy": profile | null,
