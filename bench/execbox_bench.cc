@@ -298,10 +298,10 @@ int main(int argc, char** argv) {
   WaitPoolFull(pool, std::chrono::milliseconds(0));
   double pool_start_ms = MsSince(start);
 
-  auto session = sessions.Create();
+  auto session = sessions.Create("bench", options.pool.limits);
   if (!session) Die("creating a session: " + session.error().message);
   const std::string sid = session->id;
-  auto fork = sessions.Fork(sid);
+  auto fork = sessions.Fork("bench", sid);
   std::string fork_refusal = fork ? "" : fork.error().message;
   if (fork) Die("Sessions::Fork unexpectedly succeeded; the bench does not measure it yet");
 
@@ -319,7 +319,7 @@ int main(int argc, char** argv) {
   auto in_session = [&](const std::string& code) {
     auto p = Program(code);
     auto t = Clock::now();
-    auto r = sessions.Execute(sid, p);
+    auto r = sessions.Execute("bench", sid, p);
     double ms = MsSince(t);
     if (!r) Die("session: " + r.error().message);
     Check(std::move(*r), "session", "session");
@@ -444,30 +444,30 @@ int main(int argc, char** argv) {
   auto stats = pool.Stats();
 
   // Memory: one idle session, then `session_count` of them.
-  auto one = sessions.Create();
+  auto one = sessions.Create("bench", options.pool.limits);
   if (!one) Die("creating a session: " + one.error().message);
-  if (auto r = sessions.Execute(one->id, Program("x = 1")); !r) Die("session: " + r.error().message);
-  auto one_info = sessions.Info(one->id);
+  if (auto r = sessions.Execute("bench", one->id, Program("x = 1")); !r) Die("session: " + r.error().message);
+  auto one_info = sessions.Info("bench", one->id);
   if (!one_info) Die("session info: " + one_info.error().message);
-  (void)sessions.Delete(one->id);
-  (void)sessions.Delete(sid);
+  (void)sessions.Delete("bench", one->id);
+  (void)sessions.Delete("bench", sid);
   start = Clock::now();
   std::vector<std::string> many;
   for (int i = 0; i < session_count; ++i) {
-    auto s = sessions.Create();
+    auto s = sessions.Create("bench", options.pool.limits);
     if (!s) Die("creating session " + std::to_string(i + 1) + ": " + s.error().message);
-    if (auto r = sessions.Execute(s->id, Program("x = 1")); !r) Die("session: " + r.error().message);
+    if (auto r = sessions.Execute("bench", s->id, Program("x = 1")); !r) Die("session: " + r.error().message);
     many.push_back(s->id);
   }
   double create_many_ms = MsSince(start);
   uint64_t many_private = 0, many_pss = 0;
   size_t listed = 0;
-  for (const auto& info : sessions.List()) {
+  for (const auto& info : sessions.List("bench")) {
     many_private += info.private_bytes;
     many_pss += info.pss_bytes;
     ++listed;
   }
-  for (const auto& id : many) (void)sessions.Delete(id);
+  for (const auto& id : many) (void)sessions.Delete("bench", id);
 
   // The table.
   double base = Percentile(rows[kPlain].ms, 0.5);

@@ -78,15 +78,15 @@ int main(int argc, char** argv) {
     Stat print = Measure(**e, "print(1)", runs, true);
     Stat plot = Measure(**e, kPlot, std::max(6, runs / 2), true);
     double priv = 0, pss = 0;
-    if (auto s = (*e)->sessions()->Create()) {
+    if (auto s = (*e)->sessions()->Create("bench", o.pool.limits)) {
       runtime::PythonProgram p;
       p.code = "x = 1";
-      (void)(*e)->sessions()->Execute(s->id, p);
-      if (auto info = (*e)->sessions()->Info(s->id)) {
+      (void)(*e)->sessions()->Execute("bench", s->id, p);
+      if (auto info = (*e)->sessions()->Info("bench", s->id)) {
         priv = info->private_bytes / 1048576.0;
         pss = info->pss_bytes / 1048576.0;
       }
-      (void)(*e)->sessions()->Delete(s->id);
+      (void)(*e)->sessions()->Delete("bench", s->id);
     }
     std::printf("%-28s %8.1fms %8.1fms %8.1fms %8.1fms %10.1fMB %8.1fMB\n", c.name, print.p50, print.p95,
                 plot.p50, plot.p95, priv, pss);

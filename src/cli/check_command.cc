@@ -5,7 +5,8 @@
 #include <iostream>
 
 #include "cli/source.h"
-#include "engine/engine.h"
+#include "cli/limit_options.h"
+#include "engine/gate.h"
 #include "engine/result_json.h"
 
 namespace execbox::cli {
@@ -30,23 +31,31 @@ int Check(const CheckArgs& a) {
     std::cerr << "execbox check: " << source.error().message << "\n";
     return 2;
   }
-  runtime::PythonProgram p;
+  if (auto profile = runtime::PolicyProfile(a.policy); !profile) {
+    std::cerr << "execbox check: " << profile.error().message << "\n";
+    return 2;
+  }
+  engine::ExecutionRequest request;
+  runtime::PythonProgram& p = request.program;
   p.mode = runtime::Mode::kCheck;
   p.code = std::move(source->code);
   p.display_name = std::move(source->display_name);
   p.policy = a.policy;
   p.collect_files = false;
-  p.limits.wall_time = std::chrono::seconds(10);
-  auto result = engine::Execute(p);
-  if (!result) {
-    std::cerr << "execbox check: " << result.error().message << "\n";
-    return 2;
+  const std::string name = p.display_name;
+  auto engine = engine::Engine::Create({.warm = false});
+  if (!engine) {
+    std::cerr << "execbox check: " << engine.error().message << "\n";
+    return 70;
   }
+  engine::Gate gate(**engine, {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0});
+  auto result = gate.Execute(LocalCaller(), std::move(request), {.transport = engine::Transport::kCli});
+  if (!result) return ReportRefusal("check", result.error());
   if (a.json) {
     std::cout << engine::Dump(CheckJson(*result), 2) << std::endl;
   } else {
     for (const auto& f : result->findings) {
-      std::cout << p.display_name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule
+      std::cout << name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule
                 << "] " << f.message;
       if (!f.suggestion.empty()) std::cout << " — " << f.suggestion;
       std::cout << "\n";
@@ -54,7 +63,7 @@ int Check(const CheckArgs& a) {
     if (result->error && result->status != engine::Status::kPolicyViolation) {
       for (const auto& line : result->error->traceback) std::cout << line << "\n";
     }
-    if (result->status == engine::Status::kOk) std::cout << p.display_name << ": ok\n";
+    if (result->status == engine::Status::kOk) std::cout << name << ": ok\n";
   }
   switch (result->status) {
     case engine::Status::kOk:

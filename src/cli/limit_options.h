@@ -1,30 +1,39 @@
-// The resource-limit and policy options that `execbox run` and `execbox repl` share, so that
-// both read them the same way and show the same defaults in --help.
+// The limit and policy options that `execbox run` and `execbox repl` share, made from the limit
+// schema (engine/limit_schema.h): one option per row, its default in --help from the built-in
+// defaults, its value checked by the gate like any other request's.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cstdint>
+#include <map>
 #include <string>
 
 #include "base/error.h"
-#include "jail/policy.h"
+#include "engine/gate.h"
 
 namespace execbox::cli {
 
+// What was given on the command line, by limit name, as typed.
 struct LimitArgs {
-  double timeout = 0, cpu_time = 0;  // seconds; 0 keeps the default
-  std::string memory, output_limit, disk;
-  uint32_t max_processes = 0;
+  std::map<std::string, std::string> given;
 };
 
-// --timeout, --cpu-time, --memory, --max-processes, --output-limit (not --disk: a caller that
-// takes it adds it itself).
+// One option per limit (--timeout, --cpu-time, --memory, --max-processes, --output-limit,
+// --disk). Sizes take K/M/G suffixes (256M); times are seconds.
 void AddLimitOptions(CLI::App& command, LimitArgs& args);
 // --policy. The name is checked with runtime::PolicyProfile when the program is made: its error
 // lists the profiles there are.
 void AddPolicyOption(CLI::App& command, std::string& policy);
 
-// Sets the limits that were given; the rest keep their defaults. Fails for a malformed size.
-Status ApplyLimits(const LimitArgs& args, jail::Limits& limits);
+// The overrides the options give, in the schema's units; an error names the option.
+Expected<engine::LimitOverrides> LimitOverridesOf(const LimitArgs& args);
+
+// What the command line may ask for: the built-in defaults, up to the schema's hard maxima
+// (the user of the command is the operator of the machine).
+engine::LimitsConfig CommandLineLimits();
+// The local user, for the gate: one execution at a time, no rate.
+engine::Caller LocalCaller();
+// A refusal of the gate as a message for stderr, and the exit status it means (2 bad usage,
+// 70 when the sandbox failed).
+int ReportRefusal(const std::string& command, const engine::Refusal& refusal);
 
 }  // namespace execbox::cli

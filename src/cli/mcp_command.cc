@@ -8,10 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/http/auth.h"
+#include "api/http/config.h"
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "base/io.h"
-#include "engine/warm_engine.h"
+#include "engine/gate.h"
 
 namespace execbox::cli {
 namespace {
@@ -19,15 +21,25 @@ namespace {
 const char* const kMcpHelp =
     "Serves the Model Context Protocol on standard input and output: one JSON-RPC 2.0 message per\n"
     "line (protocol 2025-11-25; 2025-06-18 and 2025-03-26 are negotiated). Tools: execute_python,\n"
-    "create_session, fork_session, close_session. Logs go to stderr only. The warm pool starts first;\n"
-    "where it cannot (for example no cgroups for an unprivileged user) every execution gets a cold jail\n"
-    "and the session tools report that they need the pool. At the end of input, running calls finish\n"
-    "and the server exits 0.";
+    "create_session, close_session. Logs go to stderr only. Every call passes the same gate as\n"
+    "`execbox serve`'s: limits ([limits.default] and [limits.max] of --config, else the built-in ones),\n"
+    "admission ([admission]) and a caller's rate and concurrency (those of an API key by default).\n"
+    "The warm pool starts first; where it cannot (for example no cgroups for an unprivileged user)\n"
+    "every execution gets a cold jail and the session tools say that they need the pool. At the end\n"
+    "of input, running calls finish, the sessions created are closed, and the server exits 0.";
+
+struct McpArgs {
+  std::string config_file;
+};
 
 // Warm first; a host that cannot run the pool still gets cold, stateless executions.
-Expected<std::unique_ptr<engine::Engine>> StartEngine() {
-  engine::EngineOptions warm;
+Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& config) {
+  engine::EngineOptions warm{.warm = config.warm};
   warm.pool.prepared_per_worker = 2;
+  warm.pool.workers = config.workers;
+  warm.pool.limits = config.limits.defaults;
+  warm.sessions.max_sessions = config.max_sessions;
+  warm.sessions.idle_ttl = config.session_idle_ttl;
   auto engine = engine::Engine::Create(warm);
   if (engine) return engine;
   std::cerr << "execbox mcp: warm pool unavailable (" << engine.error().message
@@ -76,15 +88,40 @@ void Serve(api::McpServer& server) {
   server.Drain();
 }
 
-int RunMcp() {
-  auto engine = StartEngine();
+int RunMcp(const McpArgs& args) {
+  api::ServerConfig config = api::DefaultConfig();
+  if (!args.config_file.empty()) {
+    if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
+      std::cerr << "execbox mcp: " << loaded.error().message << "\n";
+      return 64;
+    }
+  }
+  auto engine = StartEngine(config);
   if (!engine) {
     std::cerr << "execbox mcp: cannot start the engine: " << engine.error().message << "\n";
     return 70;
   }
-  std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ")\n";
+  std::unique_ptr<engine::AuditLog> audit;
+  if (!config.audit_log.empty()) {
+    auto opened = engine::AuditLog::Open(config.audit_log, config.audit_code);
+    if (!opened) {
+      std::cerr << "execbox mcp: audit log: " << opened.error().message << "\n";
+      return 64;
+    }
+    audit = std::move(*opened);
+  }
+  engine::Gate gate(**engine, {.limits = config.limits,
+                               .max_running = config.max_running,
+                               .max_queue = config.max_queue,
+                               .audit = audit.get()});
+  std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
+            << gate.max_running() << " running + " << gate.max_queue() << " queued at most)\n";
+  // The local user, with an API key's default rate and concurrency: a model flooding calls is
+  // refused, not given a jail each.
+  const api::ApiKey local{.id = "stdio"};
   // stdio is one channel: which request a message belongs to does not matter here.
-  api::McpServer server(**engine, "0.1.0", [](const nlohmann::json&, const std::string& line, bool) {
+  api::McpServer server(gate, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio}, "0.1.0",
+                        [](const nlohmann::json&, const std::string& line, bool) {
     if (line.empty()) return;  // a request ended without a reply: nothing to write
     std::string framed = line + "\n";
     if (auto written = WriteAll(STDOUT_FILENO, framed); !written) {
@@ -98,9 +135,12 @@ int RunMcp() {
 }  // namespace
 
 void AddMcpCommand(CLI::App& app, int& exit_status) {
+  auto args = std::make_shared<McpArgs>();
   CLI::App* mcp = app.add_subcommand("mcp", "MCP server over stdio (JSON-RPC, one message per line)");
   mcp->footer(kMcpHelp);
-  mcp->callback([&exit_status] { exit_status = RunMcp(); });
+  mcp->add_option("--config", args->config_file,
+                  "TOML configuration file, as for execbox serve (limits, admission, engine, audit_log)");
+  mcp->callback([args, &exit_status] { exit_status = RunMcp(*args); });
 }
 
 }  // namespace execbox::cli

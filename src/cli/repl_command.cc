@@ -11,15 +11,16 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/base64.h"
 #include "base/io.h"
 #include "base/unique_fd.h"
 #include "cli/limit_options.h"
+#include "engine/gate.h"
 #include "engine/result_json.h"
-#include "engine/warm_engine.h"
+#include "engine/result_text.h"
 
 namespace execbox::cli {
 namespace {
@@ -224,62 +225,34 @@ class CellSplitter {
   bool decorator_ = false;  // the current logical line is a decorator
 };
 
-// ---- Showing results ----------------------------------------------------------------------
+// ---- Figures -------------------------------------------------------------------------------
 
 void Out(std::string_view text) { (void)WriteAll(STDOUT_FILENO, text); }
 void Err(std::string_view text) { (void)WriteAll(STDERR_FILENO, text); }
 
-std::string HumanSize(size_t bytes) {
-  char buf[32];
-  if (bytes < (1u << 20)) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  }
-  return buf;
-}
-
-// A bundle's "data" or "metadata", or an empty object where the bundle has none.
-const nlohmann::json& Part(const engine::MimeBundle& bundle, const char* key) {
+// A bundle's "data", or an empty object where the bundle has none.
+const nlohmann::json& Data(const engine::MimeBundle& bundle) {
   static const nlohmann::json kEmpty = nlohmann::json::object();
-  auto it = bundle.find(key);
+  auto it = bundle.find("data");
   return it != bundle.end() && it->is_object() ? *it : kEmpty;
 }
 
 struct Image {
-  std::string mime, kind, extension;  // "image/png", "PNG", "png"
+  std::string extension;  // "png", "jpg", "svg"
   std::string bytes;
 };
 
 // The bundle's image, decoded: PNG first (what matplotlib gives), then JPEG, then SVG (text).
 std::optional<Image> FindImage(const engine::MimeBundle& bundle) {
-  const auto& data = Part(bundle, "data");
-  for (auto [mime, kind, ext] :
-       {std::tuple{"image/png", "PNG", "png"}, std::tuple{"image/jpeg", "JPEG", "jpg"},
-        std::tuple{"image/svg+xml", "SVG", "svg"}}) {
+  const auto& data = Data(bundle);
+  for (auto [mime, ext] : {std::pair{"image/png", "png"}, std::pair{"image/jpeg", "jpg"},
+                           std::pair{"image/svg+xml", "svg"}}) {
     if (!data.contains(mime) || !data[mime].is_string()) continue;
     const std::string& value = data[mime].get_ref<const std::string&>();
     std::optional<std::string> bytes = ext == std::string_view("svg") ? value : Base64Decode(value);
-    if (bytes) return Image{mime, kind, ext, std::move(*bytes)};
+    if (bytes) return Image{ext, std::move(*bytes)};
   }
   return std::nullopt;
-}
-
-// "640x480 " from the bundle's metadata, else from a PNG's header; "" when unknown.
-std::string Dimensions(const engine::MimeBundle& bundle, const Image& image) {
-  const auto& meta = Part(bundle, "metadata");
-  if (meta.contains("width") && meta.contains("height")) {
-    return meta["width"].dump() + "x" + meta["height"].dump() + " ";
-  }
-  if (image.kind == "PNG" && image.bytes.size() >= 24) {
-    auto be32 = [&](size_t at) {
-      uint32_t v = 0;
-      for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<unsigned char>(image.bytes[at + i]);
-      return v;
-    };
-    return std::to_string(be32(16)) + "x" + std::to_string(be32(20)) + " ";
-  }
-  return "";
 }
 
 // Writes DIR/figure-N.EXT, never through a symbolic link that someone left at that name.
@@ -292,30 +265,24 @@ Expected<std::string> SaveImage(const std::string& dir, int number, const Image&
   return path;
 }
 
-std::string TextPlain(const engine::MimeBundle& bundle) {
-  const auto& data = Part(bundle, "data");
-  return data.contains("text/plain") && data["text/plain"].is_string() ? data["text/plain"].get<std::string>()
-                                                                       : "";
-}
-
 // ---- The session --------------------------------------------------------------------------
 
 class Repl {
  public:
-  Repl(const ReplArgs& args, runtime::PythonProgram base, engine::Sessions& sessions, std::string id)
-      : args_(args), base_(std::move(base)), sessions_(sessions), id_(std::move(id)) {}
+  Repl(const ReplArgs& args, runtime::PythonProgram base, engine::Gate& gate, std::string id)
+      : args_(args), base_(std::move(base)), gate_(gate), id_(std::move(id)) {}
 
   void Run(const std::string& cell) {
-    runtime::PythonProgram program = base_;
-    program.code = cell;
+    engine::ExecutionRequest request{.program = base_, .session_id = id_};
+    request.program.code = cell;
     engine::ExecuteOptions options;
     if (!args_.json) {
       options.on_output = [](jail::Stream s, std::string_view data) {
         (void)WriteAll(s == jail::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
       };
     }
-    auto result = sessions_.Execute(id_, program, options);
-    if (!result) return CouldNotRun(result.error().message);
+    auto result = gate_.Execute(LocalCaller(), std::move(request), {.transport = engine::Transport::kCli}, options);
+    if (!result) return CouldNotRun(result.error().detail);
     if (result->status == engine::Status::kInternalError) failed_ = true;
     if (args_.json) {
       SaveFigures(*result);
@@ -344,47 +311,24 @@ class Repl {
     Out(engine::Dump(engine::ToJson(r)) + "\n");
   }
 
-  // In the order things happened: displays, then the last expression's value, then files.
+  // The one text rendering, after the live output; figures are saved as their lines go out.
   void Show(const engine::Result& r) {
-    for (const auto& d : r.display) ShowBundle(d);
-    if (r.result) ShowBundle(*r.result);
-    for (const auto& f : r.files) {
-      Out("[file " + f.name + ", " + std::to_string(f.content.size()) + " bytes, " + f.mime_type + "]\n");
-    }
-    for (const auto& s : r.skipped_files) Err("[execbox] file not collected: " + s + "\n");
-    for (const auto& f : r.findings) {
-      // Refusals and Python's own compile warnings (SyntaxWarning, ...) are on stderr already.
-      if (f.severity == "error" || f.rule.ends_with("Warning")) continue;
-      Err("[execbox] policy " + f.severity + " [" + f.rule + "] line " + std::to_string(f.line) + ":" +
-          std::to_string(f.column) + ": " + f.message +
-          (f.suggestion.empty() ? "" : " (" + f.suggestion + ")") + "\n");
-    }
-    // The code's own traceback (or the lint's refusal) is already on stderr; limits are
-    // explained here.
-    if (r.status != engine::Status::kOk && r.status != engine::Status::kError &&
-        r.status != engine::Status::kSyntaxError && r.status != engine::Status::kPolicyViolation) {
-      std::string line = std::string("[execbox] ") + engine::StatusName(r.status);
-      if (r.error) line += ": " + r.error->ename + ": " + r.error->evalue;
-      Err(line + "\n");
-    }
-  }
-
-  void ShowBundle(const engine::MimeBundle& bundle) {
-    auto image = FindImage(bundle);
-    if (!image) {
-      std::string text = TextPlain(bundle);
-      if (!text.empty()) Out(text + "\n");
-      return;
-    }
-    std::string line =
-        "[figure " + Dimensions(bundle, *image) + image->kind + ", " + HumanSize(image->bytes.size()) + "]";
-    ++figures_;
+    engine::TextOptions text{.streams = false, .session_note = false};
     if (!args_.save_figures.empty()) {
-      auto path = SaveImage(args_.save_figures, figures_, *image);
-      if (path) line += " -> " + *path;
-      if (!path) Err("[execbox] --save-figures: " + path.error().message + "\n");
+      text.figure_note = [this](size_t, const engine::MimeBundle& bundle) -> std::string {
+        auto image = FindImage(bundle);
+        if (!image) return "";
+        auto path = SaveImage(args_.save_figures, ++figures_, *image);
+        if (!path) {
+          Err("[execbox] --save-figures: " + path.error().message + "\n");
+          return "";
+        }
+        return " -> " + *path;
+      };
     }
-    Out(line + "\n");
+    for (const auto& part : engine::RenderText(r, text)) {
+      (part.to_stderr ? Err : Out)(part.text + "\n");
+    }
   }
 
   // --json leaves the figures in the JSON and writes the files too, without saying so on stdout.
@@ -407,7 +351,7 @@ class Repl {
   // say the same thing twice, so a reply whose generation was already announced is quiet.
   void NoteStateLoss(const engine::Result& r) {
     if (!r.session || r.session->preserved) return;
-    auto info = sessions_.Info(id_);
+    auto info = gate_.Session(LocalCaller(), id_);
     uint64_t now = info ? info->generation : r.session->generation;
     bool lost_here = now > r.session->generation;  // this cell's process died
     if (!lost_here && announced_ == r.session->generation) return;
@@ -418,7 +362,7 @@ class Repl {
 
   const ReplArgs& args_;
   const runtime::PythonProgram base_;
-  engine::Sessions& sessions_;
+  engine::Gate& gate_;
   const std::string id_;
   int figures_ = 0;
   std::optional<uint64_t> announced_;  // the fresh generation the user was told about
@@ -427,24 +371,21 @@ class Repl {
 
 // ---- Start-up and the read loop -------------------------------------------------------------
 
-// What every cell shares: limits and lint profile. An error is bad usage.
+// What every cell shares: the lint profile. An error is bad usage.
 Expected<runtime::PythonProgram> BaseProgram(const ReplArgs& a) {
   runtime::PythonProgram p;
   p.display_name = "<stdin>";  // as Python's REPL names its cells in tracebacks
   if (auto profile = runtime::PolicyProfile(a.policy); !profile) return std::unexpected(profile.error());
   p.policy = a.policy;
-  if (auto s = ApplyLimits(a.limits, p.limits); !s) return std::unexpected(s.error());
-  if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
   p.collect_files = true;  // to list what each cell wrote
   return p;
 }
 
 // One warm worker and no prepared one-shot children: the REPL needs its one session only.
-Expected<std::unique_ptr<engine::Engine>> StartEngine(const jail::Limits& limits) {
+Expected<std::unique_ptr<engine::Engine>> StartEngine() {
   engine::EngineOptions o;
   o.pool.workers = 1;
   o.pool.prepared_per_worker = 0;
-  o.pool.limits = limits;  // the session's child is made with these
   o.sessions.max_sessions = 1;
   // A person may leave a prompt open for days; the session must not expire under them.
   o.sessions.idle_ttl = std::chrono::hours(24 * 365);
@@ -479,22 +420,33 @@ int RunRepl(const ReplArgs& a) {
     Err("execbox repl: " + program.error().message + "\n");
     return 2;
   }
-  auto engine = StartEngine(program->limits);
+  auto overrides = LimitOverridesOf(a.limits);
+  if (!overrides) {
+    Err("execbox repl: " + overrides.error().message + "\n");
+    return 2;
+  }
+  // Bad limits are bad usage, found before a worker is started for them.
+  if (auto limits = engine::ApplyLimitOverrides(CommandLineLimits(), jail::Limits{}, *overrides); !limits) {
+    Err("execbox repl: " + limits.error().detail + "\n");
+    return 2;
+  }
+  auto engine = StartEngine();
   if (!engine) {
     Err("execbox repl: cannot start the sandbox: " + engine.error().message + "\n");
     return 70;
   }
-  engine::Sessions& sessions = *(*engine)->sessions();
-  auto session = sessions.Create();
+  engine::Gate gate(**engine, {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0});
+  // The session takes the limits: they are every cell's.
+  auto session = gate.CreateSession(LocalCaller(), *overrides, {.transport = engine::Transport::kCli});
   if (!session) {
-    Err("execbox repl: cannot start the session: " + session.error().message + "\n");
-    return 70;
+    Err("execbox repl: cannot start the session: " + session.error().detail + "\n");
+    return session.error().kind == engine::RefusalKind::kInternal ? 70 : 2;
   }
   bool interactive = ::isatty(STDIN_FILENO) == 1;
-  if (interactive) Err(Banner(session->id, program->limits));
-  Repl repl(a, std::move(*program), sessions, session->id);
+  if (interactive) Err(Banner(session->id, session->limits));
+  Repl repl(a, std::move(*program), gate, session->id);
   ReadLoop(repl, interactive);
-  (void)sessions.Delete(session->id);
+  (void)gate.CloseSession(LocalCaller(), session->id, {.transport = engine::Transport::kCli});
   return repl.failed() ? 70 : 0;
 }
 

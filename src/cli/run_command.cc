@@ -8,8 +8,9 @@
 #include "cli/keep_files.h"
 #include "cli/limit_options.h"
 #include "cli/source.h"
-#include "engine/engine.h"
+#include "engine/gate.h"
 #include "engine/result_json.h"
+#include "engine/result_text.h"
 
 namespace execbox::cli {
 namespace {
@@ -30,8 +31,10 @@ const char* const kExitCodes =
     "syntax error, n for sys.exit(n)); 124 timeout (wall or CPU); 137 memory limit; 125 output limit;\n"
     "128+N killed by signal N; 70 internal error (the jail could not be built); 2 bad usage.";
 
-Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
-  runtime::PythonProgram p;
+// The request for the gate; the work dir's size (resolved here too) caps the input files read.
+Expected<engine::ExecutionRequest> MakeRequest(const RunArgs& a) {
+  engine::ExecutionRequest request;
+  runtime::PythonProgram& p = request.program;
   auto source = ReadSource(a.source, a.code);
   if (!source) return std::unexpected(source.error());
   p.code = std::move(source->code);
@@ -43,8 +46,12 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
     if (!in) return std::unexpected(in.error());
     p.stdin_data = std::move(*in);
   }
-  if (auto s = ApplyLimits(a.limits, p.limits); !s) return std::unexpected(s.error());
-  if (auto s = jail::ValidateLimits(p.limits); !s) return std::unexpected(s.error());
+  auto overrides = LimitOverridesOf(a.limits);
+  if (!overrides) return std::unexpected(overrides.error());
+  auto limits = engine::ApplyLimitOverrides(CommandLineLimits(), jail::Limits{}, *overrides);
+  if (!limits) return Fail(limits.error().detail);
+  request.limits = std::move(*overrides);
+  p.limits = *limits;
   // Each input is read with the room left in the work dir as its cap, so a file that cannot
   // fit is refused before it is held in memory.
   uint64_t room = p.limits.work_dir_bytes;
@@ -63,58 +70,30 @@ Expected<runtime::PythonProgram> MakeProgram(const RunArgs& a) {
     p.inputs.push_back({spec.substr(0, eq), std::move(*content)});
   }
   p.collect_files = !a.keep_files.empty() || a.json;
-  return p;
-}
-
-// A bundle for a terminal: its text/plain, or a note for what a terminal cannot show.
-std::string ForTerminal(const engine::MimeBundle& bundle) {
-  const auto& data = bundle["data"];
-  for (const char* image : {"image/png", "image/jpeg", "image/svg+xml"}) {
-    if (!data.contains(image)) continue;
-    std::string note = std::string("[") + image;
-    const auto& meta = bundle["metadata"];
-    if (meta.contains("width") && meta.contains("height")) {
-      note += " " + meta["width"].dump() + "x" + meta["height"].dump();
-    }
-    return note + "; use --json to get it]";
-  }
-  return data.contains("text/plain") && data["text/plain"].is_string() ? data["text/plain"].get<std::string>()
-                                                                       : "";
-}
-
-void PrintRichOutput(const engine::Result& r) {
-  std::string text;
-  for (const auto& d : r.display) text += ForTerminal(d) + "\n";
-  if (r.result) text += ForTerminal(*r.result) + "\n";
-  (void)WriteAll(STDOUT_FILENO, text);
-}
-
-void PrintFindings(const engine::Result& r) {
-  for (const auto& f : r.findings) {
-    std::cerr << "execbox: policy " << f.severity << " [" << f.rule << "] line " << f.line << ":" << f.column
-              << ": " << f.message;
-    if (!f.suggestion.empty()) std::cerr << " (" << f.suggestion << ")";
-    std::cerr << "\n";
-  }
+  return request;
 }
 
 int Run(const RunArgs& a) {
-  auto program = MakeProgram(a);
-  if (!program) {
-    std::cerr << "execbox run: " << program.error().message << "\n";
+  auto request = MakeRequest(a);
+  if (!request) {
+    std::cerr << "execbox run: " << request.error().message << "\n";
     return 2;
   }
+  // A cold jail per run: nothing to keep warm for one execution.
+  auto engine = engine::Engine::Create({.warm = false});
+  if (!engine) {
+    std::cerr << "execbox run: " << engine.error().message << "\n";
+    return 70;
+  }
+  engine::Gate gate(**engine, {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0});
   engine::ExecuteOptions options;
   if (!a.json) {
     options.on_output = [](jail::Stream s, std::string_view data) {
       (void)WriteAll(s == jail::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
     };
   }
-  auto result = engine::Execute(*program, options);
-  if (!result) {
-    std::cerr << "execbox run: " << result.error().message << "\n";
-    return 70;
-  }
+  auto result = gate.Execute(LocalCaller(), std::move(*request), {.transport = engine::Transport::kCli}, options);
+  if (!result) return ReportRefusal("run", result.error());
   if (!a.keep_files.empty()) {
     if (auto s = WriteFilesUnder(a.keep_files, result->files); !s) {
       std::cerr << "execbox run: --keep-files: " << s.error().message << "\n";
@@ -124,12 +103,9 @@ int Run(const RunArgs& a) {
     std::cout << engine::Dump(engine::ToJson(*result), 2) << std::endl;
     return engine::ProcessExitCode(*result);
   }
-  PrintRichOutput(*result);
-  PrintFindings(*result);
-  if (result->status != engine::Status::kOk && result->status != engine::Status::kError &&
-      result->status != engine::Status::kSyntaxError && result->error) {
-    // The code's own traceback is already on stderr; limits are explained here.
-    std::cerr << "execbox: " << result->error->ename << ": " << result->error->evalue << "\n";
+  // The code's output and traceback streamed live; the rest of the one text rendering follows.
+  for (const auto& part : engine::RenderText(*result, {.streams = false})) {
+    (void)WriteAll(part.to_stderr ? STDERR_FILENO : STDOUT_FILENO, part.text + "\n");
   }
   return engine::ProcessExitCode(*result);
 }
@@ -144,8 +120,6 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("-c,--code", args->code, "Python code to run");
   run->add_flag("--json", args->json, "Print one JSON result instead of streaming output");
   AddLimitOptions(*run, args->limits);
-  run->add_option("--disk", args->limits.disk, "Size of the work dir (and the largest file)")
-      ->default_str("64M");
   run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");

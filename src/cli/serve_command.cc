@@ -7,12 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "api/http/audit.h"
 #include "api/http/auth.h"
 #include "api/http/config.h"
 #include "api/http/http_api.h"
 #include "api/http/http_server.h"
-#include "engine/warm_engine.h"
+#include "engine/gate.h"
 
 namespace execbox::cli {
 namespace {
@@ -99,9 +98,9 @@ int RunServe(const ServeArgs& args) {
     config.keys.push_back(api::ApiKey{.id = "generated", .sha256_hex = api::Sha256Hex(generated)});
   }
 
-  std::unique_ptr<api::AuditLog> audit;
+  std::unique_ptr<engine::AuditLog> audit;
   if (!config.audit_log.empty()) {
-    auto opened = api::AuditLog::Open(config.audit_log, config.audit_code);
+    auto opened = engine::AuditLog::Open(config.audit_log, config.audit_code);
     if (!opened) {
       std::cerr << "execbox serve: audit log: " << opened.error().message << "\n";
       return 64;
@@ -120,7 +119,7 @@ int RunServe(const ServeArgs& args) {
 
   engine::EngineOptions options{.warm = config.warm};
   options.pool.workers = config.workers;
-  options.pool.limits = config.default_limits;
+  options.pool.limits = config.limits.defaults;
   options.sessions.max_sessions = config.max_sessions;
   options.sessions.idle_ttl = config.session_idle_ttl;
   auto engine = engine::Engine::Create(options);
@@ -133,12 +132,14 @@ int RunServe(const ServeArgs& args) {
     std::cerr << "execbox serve: cannot start the engine: " << engine.error().message << "\n";
     return 70;
   }
-  if (config.max_running == 0) {
-    size_t workers = (*engine)->pool() ? (*engine)->pool()->options().workers : 1;
-    config.max_running = std::max<size_t>(2, 2 * std::max<size_t>(1, workers));
-  }
-
-  auto api = std::make_unique<api::HttpApi>(**engine, config, "0.1.0", audit.get());
+  // Every transport's requests (HTTP, MCP over HTTP) pass this one gate.
+  api::Metrics metrics;
+  auto gate = std::make_unique<engine::Gate>(**engine, engine::GateOptions{.limits = config.limits,
+                                                                           .max_running = config.max_running,
+                                                                           .max_queue = config.max_queue,
+                                                                           .audit = audit.get(),
+                                                                           .observer = &metrics});
+  auto api = std::make_unique<api::HttpApi>(*gate, config, "0.1.0", metrics);
   api::HttpServerOptions http{.host = where->host,
                               .port = where->port,
                               .max_connections = config.max_connections,
@@ -149,9 +150,8 @@ int RunServe(const ServeArgs& args) {
                               .idle_timeout = config.idle_timeout,
                               .max_requests_per_connection = config.max_requests_per_connection,
                               .io_threads = config.io_threads};
-  api::Metrics* metrics = &api->metrics();
-  http.on_drop = [metrics](std::string_view reason) { metrics->ConnectionDropped(reason); };
-  http.on_response = [metrics](int status) { metrics->Response(status); };
+  http.on_drop = [m = &metrics](std::string_view reason) { m->ConnectionDropped(reason); };
+  http.on_response = [m = &metrics](int status) { m->Response(status); };
   auto server = api::HttpServer::Start(
       http, [a = api.get()](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
         a->Handle(std::move(request), std::move(exchange));
@@ -168,7 +168,7 @@ int RunServe(const ServeArgs& args) {
               << "    Authorization: Bearer " << generated << "\n";
   }
   std::cerr << "execbox serve: " << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
-            << config.max_running << " running + " << config.max_queue << " queued at most\n";
+            << gate->max_running() << " running + " << gate->max_queue() << " queued at most\n";
   std::cerr << "execbox serve: listening on " << url << std::endl;
 
   int signal_number = 0;
@@ -179,7 +179,8 @@ int RunServe(const ServeArgs& args) {
   (*server)->StopAccepting();
   api->Drain(config.shutdown_grace);
   (*server)->Stop();
-  api.reset();
+  api.reset();   // MCP sessions end, and the sessions they created close
+  gate.reset();
   engine->reset();  // every child killed, every cgroup removed
   std::cerr << "execbox serve: stopped" << std::endl;
   return 0;

@@ -17,6 +17,8 @@ struct ExecuteOptions {
   std::function<void(jail::Stream, std::string_view)> on_output;
   // Set from another thread to stop the execution (status killed, "cancelled"); may be null.
   const std::atomic<bool>* cancel = nullptr;
+  // Called once the gate has given the execution its running slot, before it starts; may be empty.
+  std::function<void()> on_started;
 };
 
 // Runs one program to completion. Everything that happens to the code is in the Result

@@ -1,27 +1,12 @@
 #include "engine/result_json.h"
 
 #include "base/base64.h"
+#include "engine/limit_schema.h"
 
 namespace execbox::engine {
 namespace {
 
 using nlohmann::json;
-
-json LimitsJson(const Result& r) {
-  const jail::Limits& l = r.limits;
-  const jail::Enforcement& e = r.enforcement;
-  auto limit = [](auto value, const std::string& by) { return json{{"value", value}, {"enforced_by", by}}; };
-  return {
-      {"wall_time_ms", limit(l.wall_time.count(), e.wall_time)},
-      {"cpu_time_ms", limit(l.cpu_time.count(), e.cpu_time)},
-      {"memory_bytes", limit(l.memory_bytes, e.memory)},
-      {"max_processes", limit(l.max_processes, e.processes)},
-      {"output_bytes", limit(l.output_bytes, e.output)},
-      {"disk_bytes", limit(l.work_dir_bytes, e.disk + "+rlimit")},
-      {"tmp_bytes", limit(l.tmp_bytes, e.disk)},
-      {"open_files", limit(l.open_files, "rlimit")},
-  };
-}
 
 json LayersJson(const jail::Layers& l) {
   return {
@@ -86,11 +71,7 @@ json ToJson(const Result& r) {
                     {"state", r.session->preserved ? "preserved" : "lost"}};
     if (!r.session->preserved) j["session"]["reason"] = r.session->lost_reason;
   }
-  j["usage"] = {{"engine", r.engine},
-                {"setup_ms", r.usage.setup_ms},
-                {"wall_ms", r.usage.wall_ms},
-                {"cpu_ms", r.usage.cpu_ms},
-                {"peak_memory_bytes", r.usage.peak_memory_bytes}};
+  j["usage"] = UsageJson(r);
   json files = json::array();
   for (const auto& f : r.files) {
     files.push_back({{"name", f.name},
@@ -100,9 +81,17 @@ json ToJson(const Result& r) {
   }
   j["files"] = files;
   j["skipped_files"] = r.skipped_files;
-  j["limits"] = LimitsJson(r);
+  j["limits"] = LimitsResultJson(r.limits, r.enforcement);
   j["isolation"] = LayersJson(r.layers);
   return j;
+}
+
+json UsageJson(const Result& r) {
+  return {{"engine", r.engine},
+          {"setup_ms", r.usage.setup_ms},
+          {"wall_ms", r.usage.wall_ms},
+          {"cpu_ms", r.usage.cpu_ms},
+          {"peak_memory_bytes", r.usage.peak_memory_bytes}};
 }
 
 std::string Dump(const json& j, int indent) {

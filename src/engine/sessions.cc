@@ -1,34 +1,18 @@
 #include "engine/sessions.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <string_view>
 
+#include "base/random.h"
 #include "jail/policy.h"
 
 namespace execbox::engine {
 namespace {
 
-std::string NewSessionId() {
-  unsigned char bytes[16];
-  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  bool ok = fd >= 0 && ::read(fd, bytes, sizeof bytes) == static_cast<ssize_t>(sizeof bytes);
-  if (fd >= 0) ::close(fd);
-  if (!ok) {
-    // Not secret material: ids are names, access control is the API key's job.
-    static uint64_t counter = 0;
-    std::snprintf(reinterpret_cast<char*>(bytes), sizeof bytes, "%015llu",
-                  static_cast<unsigned long long>(++counter));
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id = "s_";
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
+// 128 random bits: a session id is a name that cannot be guessed (ownership is checked too).
+Expected<std::string> NewSessionId() {
+  auto hex = RandomHex(16);
+  if (!hex) return std::unexpected(hex.error());
+  return "s_" + *hex;
 }
 
 // Why a session's process ended: a limit by the status's own name, else it exited or crashed.
@@ -44,7 +28,9 @@ const char* LostReason(const Result& r) {
   }
 }
 
-SessionFailure Failed(std::string message) { return {SessionError::kFailed, std::move(message)}; }
+SessionFailure Internal(std::string message) { return {SessionError::kInternal, std::move(message)}; }
+SessionFailure Invalid(std::string message) { return {SessionError::kInvalid, std::move(message)}; }
+SessionFailure Refused(std::string message) { return {SessionError::kRefused, std::move(message)}; }
 
 // "./a//b" -> "a/b": the plain form the keeper takes, or why the path cannot be one.
 Expected<std::string> PlainPath(const std::string& path) {
@@ -71,9 +57,10 @@ SessionFailure NotFound(const std::string& id) { return {SessionError::kNotFound
 
 struct Sessions::Session {
   std::string id;
+  std::string owner;       // both set before the session is published, then never written
+  jail::Limits limits;     // what the child was made with
   std::mutex run_mu;  // one execution at a time, in order of arrival
   std::unique_ptr<jail::WarmChild> child;
-  jail::Limits limits;  // what the child was made with
   uint64_t generation = 0;
   uint64_t executions = 0;
   bool next_reply_lost = false;  // the state was lost; say so in the next reply too
@@ -114,14 +101,17 @@ Sessions::~Sessions() {
   }
 }
 
-std::shared_ptr<Sessions::Session> Sessions::Find(const std::string& id) {
+std::shared_ptr<Sessions::Session> Sessions::Find(const std::string& owner, const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = sessions_.find(id);
-  return it == sessions_.end() ? nullptr : it->second;
+  if (it == sessions_.end() || it->second->owner != owner) return nullptr;
+  return it->second;
 }
 
 SessionInfo Sessions::InfoOf(Session& s) {
   SessionInfo info{.id = s.id,
+                   .owner = s.owner,
+                   .limits = s.limits,
                    .generation = s.generation,
                    .executions = s.executions,
                    .preserved = !s.next_reply_lost,
@@ -136,11 +126,14 @@ SessionInfo Sessions::InfoOf(Session& s) {
   return info;
 }
 
-SessionExpected<SessionInfo> Sessions::Create() {
+SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const jail::Limits& limits) {
+  auto id = NewSessionId();
+  if (!id) return std::unexpected(Internal("could not make a session id: " + id.error().message));
   auto s = std::make_shared<Session>();
-  s->id = NewSessionId();
+  s->id = std::move(*id);
+  s->owner = owner;
   s->created = s->last_used = std::chrono::system_clock::now();
-  s->limits = pool_.options().limits;
+  s->limits = limits;
   {
     std::lock_guard lock(mu_);
     if (sessions_.size() >= options_.max_sessions) {
@@ -154,16 +147,16 @@ SessionExpected<SessionInfo> Sessions::Create() {
   if (!child) {
     std::lock_guard lock(mu_);
     sessions_.erase(s->id);
-    return std::unexpected(Failed("could not start the session: " + child.error().message));
+    return std::unexpected(Internal("could not start the session: " + child.error().message));
   }
   std::lock_guard run(s->run_mu);
   s->child = std::move(*child);
   return InfoOf(*s);
 }
 
-SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::PythonProgram& program,
-                                          const ExecuteOptions& options) {
-  auto s = Find(id);
+SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::string& id,
+                                          const runtime::PythonProgram& program, const ExecuteOptions& options) {
+  auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
@@ -171,7 +164,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
   // (next_reply_lost is already set).
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
   auto request = runtime::MakeRequest(program, true);
-  if (!request) return std::unexpected(Failed(request.error().message));
+  if (!request) return std::unexpected(Invalid(request.error().message));
   jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel, .cancel_too = &s->deleting};
   auto outcome = s->child->Execute(*request, program.stdin_data, program.limits, hooks);
   s->last_used = std::chrono::system_clock::now();
@@ -181,7 +174,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& id, const runtime::
     s->next_reply_lost = true;
     s->lost_reason = "internal_error";
     ++s->generation;
-    return std::unexpected(Failed(outcome.error().message));
+    return std::unexpected(Internal(outcome.error().message));
   }
   Result r = AssembleResult(program, program.limits, *outcome);
   r.engine = "session";
@@ -214,20 +207,20 @@ SessionExpected<void> Sessions::EnsureChild(Session& s) {
   if (s.child && s.child->alive()) return {};
   // Restart empty; the next execution's reply says the state is gone (next_reply_lost is set).
   auto child = pool_.Acquire(s.limits, true);
-  if (!child) return std::unexpected(Failed("could not restart the session: " + child.error().message));
+  if (!child) return std::unexpected(Internal("could not restart the session: " + child.error().message));
   s.child = std::move(*child);
   return {};
 }
 
-SessionExpected<void> Sessions::WriteFile(const std::string& id, const std::string& path,
-                                          std::string content) {
-  auto s = Find(id);
+SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::string& id,
+                                          const std::string& path, std::string content) {
+  auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
   s->last_used = std::chrono::system_clock::now();
   auto plain = PlainPath(path);
-  if (!plain) return std::unexpected(Failed(plain.error().message));
+  if (!plain) return std::unexpected(Invalid(plain.error().message));
   if (content.size() > s->limits.work_dir_bytes) {
     return std::unexpected(
         SessionFailure{SessionError::kTooLarge, *plain + ": " + std::to_string(content.size()) +
@@ -247,26 +240,26 @@ SessionExpected<void> Sessions::WriteFile(const std::string& id, const std::stri
         // The process had ended between executions: restart it and write there, once.
         Lost(*s, "exited");
         if (attempt == 0) continue;
-        return std::unexpected(Failed("could not write " + *plain + ": " + put.error().message));
+        return std::unexpected(Internal("could not write " + *plain + ": " + put.error().message));
       case K::kBroken:
         Lost(*s, "internal_error");
-        return std::unexpected(Failed("could not write " + *plain + ": " + put.error().message));
+        return std::unexpected(Internal("could not write " + *plain + ": " + put.error().message));
       case K::kNotFound:
       case K::kRefused:
-        return std::unexpected(Failed("could not write " + put.error().message));
+        return std::unexpected(Refused("could not write " + put.error().message));
     }
   }
 }
 
-SessionExpected<std::string> Sessions::ReadFile(const std::string& id, const std::string& path,
-                                                uint64_t max_bytes) {
-  auto s = Find(id);
+SessionExpected<std::string> Sessions::ReadFile(const std::string& owner, const std::string& id,
+                                                const std::string& path, uint64_t max_bytes) {
+  auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
   s->last_used = std::chrono::system_clock::now();
   auto plain = PlainPath(path);
-  if (!plain) return std::unexpected(Failed(plain.error().message));
+  if (!plain) return std::unexpected(Invalid(plain.error().message));
   if (!s->child || !s->child->alive()) {
     // The state was lost and the session not yet restarted: its work dir is empty.
     return std::unexpected(SessionFailure{SessionError::kFileNotFound,
@@ -287,25 +280,33 @@ SessionExpected<std::string> Sessions::ReadFile(const std::string& id, const std
                                             *plain + ": no such file (" + got.error().message + ")"});
     case K::kBroken:
       Lost(*s, "internal_error");
-      return std::unexpected(Failed("could not read " + *plain + ": " + got.error().message));
+      return std::unexpected(Internal("could not read " + *plain + ": " + got.error().message));
     case K::kRefused:
       break;
   }
-  return std::unexpected(Failed("could not read " + got.error().message));
+  return std::unexpected(Refused("could not read " + got.error().message));
 }
 
-SessionExpected<SessionInfo> Sessions::Info(const std::string& id) {
-  auto s = Find(id);
+SessionExpected<SessionInfo> Sessions::Info(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   return InfoOf(*s);
 }
 
-std::vector<SessionInfo> Sessions::List() {
+SessionExpected<jail::Limits> Sessions::CreatedWith(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  return s->limits;  // set before the session was published, never written again
+}
+
+std::vector<SessionInfo> Sessions::List(const std::string& owner) {
   std::vector<std::shared_ptr<Session>> all;
   {
     std::lock_guard lock(mu_);
-    for (auto& [id, s] : sessions_) all.push_back(s);
+    for (auto& [id, s] : sessions_) {
+      if (s->owner == owner) all.push_back(s);
+    }
   }
   std::vector<SessionInfo> out;
   for (auto& s : all) {
@@ -315,15 +316,20 @@ std::vector<SessionInfo> Sessions::List() {
   return out;
 }
 
-SessionExpected<SessionInfo> Sessions::Fork(const std::string& id) {
-  if (!Find(id)) return std::unexpected(NotFound(id));
-  return std::unexpected(Failed(
+SessionExpected<SessionInfo> Sessions::Fork(const std::string& owner, const std::string& id) {
+  if (!Find(owner, id)) return std::unexpected(NotFound(id));
+  return std::unexpected(SessionFailure{SessionError::kUnsupported, (
       "session fork is not available: a forked copy of a locked-down session process keeps the "
       "original's seccomp filter and has no capabilities, so it cannot be given its own mount, pid and "
-      "network namespaces, and would share the original's work dir"));
+      "network namespaces, and would share the original's work dir")});
 }
 
-SessionExpected<void> Sessions::Delete(const std::string& id) {
+SessionExpected<void> Sessions::Delete(const std::string& owner, const std::string& id) {
+  if (!Find(owner, id)) return std::unexpected(NotFound(id));
+  return Close(id);
+}
+
+SessionExpected<void> Sessions::Close(const std::string& id) {
   std::shared_ptr<Session> s;
   {
     std::lock_guard lock(mu_);
@@ -355,7 +361,7 @@ size_t Sessions::SweepIdle() {
     }
   }
   size_t closed = 0;
-  for (const auto& id : idle) closed += Delete(id).has_value() ? 1 : 0;
+  for (const auto& id : idle) closed += Close(id).has_value() ? 1 : 0;
   return closed;
 }
 

@@ -32,6 +32,9 @@ struct SessionOptions {
 
 struct SessionInfo {
   std::string id;
+  std::string owner;     // the caller that created it: to every other caller it does not exist
+  jail::Limits limits;   // what it was created with: its executions' defaults, and fixed
+                         // for the limits that only a new child can take (disk_mb)
   uint64_t generation = 0;
   uint64_t executions = 0;
   bool preserved = true;
@@ -41,9 +44,12 @@ struct SessionInfo {
 };
 
 enum class SessionError {
-  kNotFound,      // no such session
+  kNotFound,      // no such session for this owner
   kFull,          // max_sessions reached
-  kFailed,        // anything else; the message says what
+  kInvalid,       // a file path that cannot be one (absolute, "..", a control character)
+  kRefused,       // the keeper refused a file (a symlink or a file where a directory must be)
+  kUnsupported,   // fork: not possible for a process (see Fork)
+  kInternal,      // the sandbox failed; the message is for the server's log, not the client
   kFileNotFound,  // ReadFile: missing, not a regular file, or a symbolic link on the path
   kTooLarge,      // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
 };
@@ -63,42 +69,50 @@ class Sessions {
   Sessions(const Sessions&) = delete;
   Sessions& operator=(const Sessions&) = delete;
 
-  SessionExpected<SessionInfo> Create();
-  SessionExpected<Result> Execute(const std::string& id, const runtime::PythonProgram& program,
-                                  const ExecuteOptions& options = {});
-  SessionExpected<SessionInfo> Info(const std::string& id);
-  std::vector<SessionInfo> List();
+  // Every call names the owner: a session exists only for the caller that created it.
+  SessionExpected<SessionInfo> Create(const std::string& owner, const jail::Limits& limits);
+  SessionExpected<Result> Execute(const std::string& owner, const std::string& id,
+                                  const runtime::PythonProgram& program, const ExecuteOptions& options = {});
+  SessionExpected<SessionInfo> Info(const std::string& owner, const std::string& id);
+  // The limits the session was created with, without waiting for a running execution (they
+  // never change): for a caller deciding at once whether a request may go ahead.
+  SessionExpected<jail::Limits> CreatedWith(const std::string& owner, const std::string& id);
+  std::vector<SessionInfo> List(const std::string& owner);
   // Forking a session's process cannot give the copy its own mount, pid and network
   // namespaces: the copy inherits the original's seccomp filter and has no capability, and no
-  // kernel interface lets another process change its namespaces. So Fork refuses with kFailed
-  // and says why, rather than returning a copy that shares the original's work dir.
-  SessionExpected<SessionInfo> Fork(const std::string& id);
-  SessionExpected<void> Delete(const std::string& id);
+  // kernel interface lets another process change its namespaces. So Fork refuses with
+  // kUnsupported and says why, rather than returning a copy that shares the original's work dir.
+  SessionExpected<SessionInfo> Fork(const std::string& owner, const std::string& id);
+  SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).
   // The session's keeper does the work inside the session's own mount namespace: nothing the
   // code planted is followed or opened (a symbolic link at any component, a FIFO, a device),
   // and nothing outside the work dir is reached. `path` is relative to the work dir ("./" and
-  // repeated slashes are tolerated; "..", an absolute path or a control character is kFailed).
+  // repeated slashes are tolerated; "..", an absolute path or a control character is kInvalid).
   //
   // Writes `content` to `path`, creating parent dirs. Whatever non-directory is at `path` (a
   // file, a symbolic link, a FIFO) is replaced by the new file, never written through; a parent
-  // that is a symbolic link or a file fails (kFailed, saying so); so does a directory at `path`.
+  // that is a symbolic link or a file is kRefused (saying so); so is a directory at `path`.
   // kTooLarge past the work dir's size or when it is full; kNotFound for an unknown session.
   // The file is not reported among the next execution's files unless that execution changes
   // it. A session whose process had ended is restarted first (empty, and the next execution's
   // reply says the state was lost), so the file is there for the next execution.
-  SessionExpected<void> WriteFile(const std::string& id, const std::string& path, std::string content);
+  SessionExpected<void> WriteFile(const std::string& owner, const std::string& id, const std::string& path,
+                                  std::string content);
   // The file's bytes. kNotFound for an unknown session; kFileNotFound when the path does not
   // exist, is not a regular file, or reaches through a symlink; kTooLarge past max_bytes.
-  SessionExpected<std::string> ReadFile(const std::string& id, const std::string& path, uint64_t max_bytes);
+  SessionExpected<std::string> ReadFile(const std::string& owner, const std::string& id,
+                                        const std::string& path, uint64_t max_bytes);
   size_t size();
   // Closes sessions idle past the TTL now (the background sweep calls it too).
   size_t SweepIdle();
 
  private:
   struct Session;
-  std::shared_ptr<Session> Find(const std::string& id);
+  // The session, if `owner` owns it.
+  std::shared_ptr<Session> Find(const std::string& owner, const std::string& id);
+  SessionExpected<void> Close(const std::string& id);
   SessionInfo InfoOf(Session& s);
   // The session's process is gone (found outside an execution): the next reply says so.
   static void Lost(Session& s, const char* reason);

@@ -1,3 +1,5 @@
+// The HTTP body parser, and what the gate makes of what it parsed: the limits a request runs
+// with (engine/limit_schema.h) and the refusals of limits and inputs, as HTTP problems.
 #include "api/http/execute_request.h"
 
 #include <gtest/gtest.h>
@@ -5,6 +7,8 @@
 #include <functional>
 #include <set>
 
+#include "api/http/openapi.h"
+#include "api/mcp/mcp_tools.h"
 #include "base/base64.h"
 
 namespace execbox::api {
@@ -12,21 +16,41 @@ namespace {
 
 using nlohmann::json;
 
-RequestLimits TestLimits() {
-  RequestLimits l;
-  l.maxima.wall_time = std::chrono::seconds(300);
-  l.maxima.cpu_time = std::chrono::seconds(300);
-  l.maxima.memory_bytes = 4096ull << 20;
-  l.maxima.max_processes = 256;
-  l.maxima.output_bytes = 16ull << 20;
-  l.maxima.work_dir_bytes = 1024ull << 20;
-  l.max_files = 4;
-  return l;
+constexpr size_t kTestMaxFiles = 4;
+
+engine::LimitsConfig TestConfig() {
+  engine::LimitsConfig c;
+  c.maxima.wall_time = std::chrono::seconds(300);
+  c.maxima.cpu_time = std::chrono::seconds(300);
+  c.maxima.memory_bytes = 4096ull << 20;
+  c.maxima.max_processes = 256;
+  c.maxima.output_bytes = 16ull << 20;
+  c.maxima.work_dir_bytes = 1024ull << 20;
+  return c;
+}
+
+// A cold engine: admitting runs nothing, it only decides.
+engine::Engine& ColdEngine() {
+  static auto engine = engine::Engine::Create({.warm = false});
+  return **engine;
+}
+
+// The body through the parser and the gate's admission: the request as it would run, or the
+// problem the client gets.
+std::expected<engine::ExecutionRequest, Problem> Admit(const std::string& body, bool allow_session_id = true,
+                                                       engine::LimitsConfig config = TestConfig(),
+                                                       bool check = false) {
+  auto r = check ? ParseCheckBody(body) : ParseExecuteBody(body, allow_session_id, kTestMaxFiles);
+  if (!r) return std::unexpected(r.error());
+  engine::Gate gate(ColdEngine(), {.limits = config, .max_running = 8, .max_queue = 8});
+  auto admitted = gate.Admit({.id = "test"}, std::move(*r), {});
+  if (!admitted) return std::unexpected(ProblemOf(admitted.error()));
+  return admitted->resolved();
 }
 
 // The Problem a body gets; fails the test when it is accepted.
 Problem ExecuteProblem(const std::string& body, bool allow_session_id = true) {
-  auto r = ParseExecuteBody(body, TestLimits(), allow_session_id);
+  auto r = Admit(body, allow_session_id);
   EXPECT_FALSE(r.has_value()) << "accepted: " << body;
   return r.has_value() ? Problem{.status = 0, .type = "accepted"} : r.error();
 }
@@ -134,9 +158,9 @@ TEST(ParseJsonObject, RefusesTooManyValues) {
 // ---- ParseExecuteBody -----------------------------------------------------------------------
 
 TEST(ParseExecuteBody, MinimalBodyTakesTheDefaults) {
-  RequestLimits limits = TestLimits();
+  engine::LimitsConfig limits = TestConfig();
   limits.defaults.wall_time = std::chrono::seconds(7);
-  auto r = ParseExecuteBody(R"j({"code": "print(1)"})j", limits, true);
+  auto r = Admit(R"j({"code": "print(1)"})j", true, limits);
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   const runtime::PythonProgram& p = r->program;
   EXPECT_EQ(p.mode, runtime::Mode::kRun);
@@ -152,10 +176,12 @@ TEST(ParseExecuteBody, MinimalBodyTakesTheDefaults) {
 }
 
 TEST(ParseExecuteBody, EveryFieldIsRead) {
+  auto with_session = ParseExecuteBody(R"j({"code": "1", "session_id": "s-123"})j", true);
+  ASSERT_TRUE(with_session.has_value());
+  EXPECT_EQ(with_session->session_id, "s-123");
   json body = {{"code", "x = input()\nx"},
                {"stdin", "hello\n"},
                {"policy", "strict"},
-               {"session_id", "s-123"},
                {"files",
                 {{{"name", "data/in.csv"}, {"content_base64", Base64Encode("a,b\n1,2\n")}},
                  {{"name", "empty"}, {"content_base64", ""}}}},
@@ -166,13 +192,12 @@ TEST(ParseExecuteBody, EveryFieldIsRead) {
                  {"max_processes", 8},
                  {"output_bytes", 4096},
                  {"disk_mb", 100}}}};
-  auto r = ParseExecuteBody(body.dump(), TestLimits(), true);
+  auto r = Admit(body.dump());
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   const runtime::PythonProgram& p = r->program;
   EXPECT_EQ(p.code, "x = input()\nx");
   EXPECT_EQ(p.stdin_data, "hello\n");
   EXPECT_EQ(p.policy, "strict");
-  EXPECT_EQ(r->session_id, "s-123");
   ASSERT_EQ(p.inputs.size(), 2u);
   EXPECT_EQ(p.inputs[0].name, "data/in.csv");
   EXPECT_EQ(p.inputs[0].content, "a,b\n1,2\n");
@@ -190,9 +215,8 @@ TEST(ParseExecuteBody, EveryFieldIsRead) {
 }
 
 TEST(ParseExecuteBody, NullIsAbsentForOptionalFields) {
-  auto r = ParseExecuteBody(
-      R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "session_id": null})j",
-      TestLimits(), true);
+  auto r = Admit(
+      R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "session_id": null})j");
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.policy, "permissive");
   EXPECT_FALSE(r->session_id.has_value());
@@ -207,7 +231,7 @@ TEST(ParseExecuteBody, CodeIsRequiredAndMustBeAString) {
   EXPECT_EQ(p.extra["field"], "code");
   ExpectProblem(ExecuteProblem(R"j({"code": ["print(1)"]})j"), 400, "wrong-type", "not an array");
   ExpectProblem(ExecuteProblem(R"j({"code": "print(1)\u0000"})j"), 400, "invalid-value", "NUL");
-  EXPECT_TRUE(ParseExecuteBody(R"j({"code": ""})j", TestLimits(), false).has_value());
+  EXPECT_TRUE(Admit(R"j({"code": ""})j", false).has_value());
 }
 
 TEST(ParseExecuteBody, UnknownFieldsAnywhereAreNamed) {
@@ -228,11 +252,13 @@ TEST(ParseExecuteBody, UnknownFieldsAnywhereAreNamed) {
 }
 
 TEST(ParseExecuteBody, SessionIdOnlyWhereAllowed) {
-  auto r = ParseExecuteBody(R"j({"code": "1", "session_id": "abc"})j", TestLimits(), true);
+  auto r = ParseExecuteBody(R"j({"code": "1", "session_id": "abc"})j", true);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->session_id, "abc");
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "session_id": "abc"})j", false), 400, "unknown-field",
                 "'session_id'");
+  // A session on an engine without sessions: the gate says why.
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "session_id": "abc"})j"), 409, "sessions-unavailable");
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "session_id": 7})j"), 400, "wrong-type", "'session_id'");
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "session_id": ""})j"), 400, "invalid-value", "'session_id'");
 }
@@ -294,9 +320,8 @@ TEST(ParseExecuteBody, LimitsAboveTheMaximumAre422) {
                 "limit-exceeded");
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "limits": {"disk_mb": 1025}})j"), 422, "limit-exceeded");
   // Exactly the maximum is fine; so is a whole number written as a float.
-  auto r = ParseExecuteBody(
-      R"j({"code": "1", "limits": {"timeout_seconds": 300, "memory_mb": 4096.0, "output_bytes": 16777216, "disk_mb": 1024, "max_processes": 256}})j",
-      TestLimits(), true);
+  auto r = Admit(
+      R"j({"code": "1", "limits": {"timeout_seconds": 300, "memory_mb": 4096.0, "output_bytes": 16777216, "disk_mb": 1024, "max_processes": 256}})j");
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.limits.memory_bytes, 4096ull << 20);
   EXPECT_EQ(r->program.limits.output_bytes, 16ull << 20);
@@ -314,7 +339,7 @@ TEST(ParseExecuteBody, NonPositiveOrTinyLimitsAre400) {
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "limits": {"output_bytes": 100}})j"), 400, "invalid-value",
                 "1024");
   // A fraction of a millisecond still gets one.
-  auto r = ParseExecuteBody(R"j({"code": "1", "limits": {"timeout_seconds": 0.0015}})j", TestLimits(), true);
+  auto r = Admit(R"j({"code": "1", "limits": {"timeout_seconds": 0.0015}})j");
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.limits.wall_time, std::chrono::milliseconds(2));
 }
@@ -343,9 +368,7 @@ TEST(ParseExecuteBody, Files) {
   ExpectProblem(ExecuteProblem(body({file("a", "1"), file("a/b", "2")})), 400, "duplicate-file", "files[1]");
   ExpectProblem(ExecuteProblem(body({file("a/b/c", "1"), file("a/b", "2")})), 400, "duplicate-file",
                 "files[1]");
-  EXPECT_TRUE(ParseExecuteBody(body({file("a/b", "1"), file("a/c", "2"), file("ab", "3"), file("a.b", "")}),
-                               TestLimits(), true)
-                  .has_value());
+  EXPECT_TRUE(Admit(body({file("a/b", "1"), file("a/c", "2"), file("ab", "3"), file("a.b", "")})).has_value());
 
   for (const char* bad : {"../x", "/etc/passwd", "a/../../b", "a//b", "a/", "", ".", "x/./y"}) {
     Problem q = ExecuteProblem(body({file(bad, "")}));
@@ -362,7 +385,7 @@ TEST(ParseExecuteBody, Files) {
 
   // Binary content survives.
   std::string binary("\x00\xff\x80 \x89PNG", 8);
-  auto r = ParseExecuteBody(body({file("bin", binary)}), TestLimits(), true);
+  auto r = Admit(body({file("bin", binary)}));
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.inputs[0].content, binary);
 }
@@ -377,7 +400,7 @@ TEST(ParseExecuteBody, FilesLargerThanTheWorkDirAre413) {
   ExpectProblem(p, 413, "inputs-too-large", "1200000 bytes");
   EXPECT_NE(p.detail.find("disk_mb"), std::string::npos) << p.detail;
   body["limits"]["disk_mb"] = 2;
-  EXPECT_TRUE(ParseExecuteBody(body.dump(), TestLimits(), true).has_value());
+  EXPECT_TRUE(Admit(body.dump()).has_value());
 }
 
 TEST(ParseExecuteBody, BodyProblemsComeFirst) {
@@ -389,18 +412,19 @@ TEST(ParseExecuteBody, BodyProblemsComeFirst) {
 // ---- ParseCheckBody -------------------------------------------------------------------------
 
 TEST(ParseCheckBody, CodeAndPolicyOnly) {
-  RequestLimits limits = TestLimits();
-  auto r = ParseCheckBody(R"j({"code": "def f(:", "policy": "strict"})j", limits);
+  engine::LimitsConfig limits = TestConfig();
+  limits.defaults.wall_time = std::chrono::seconds(60);
+  auto r = Admit(R"j({"code": "def f(:", "policy": "strict"})j", false, limits, /*check=*/true);
   ASSERT_TRUE(r.has_value()) << r.error().detail;
-  EXPECT_EQ(r->mode, runtime::Mode::kCheck);
-  EXPECT_EQ(r->code, "def f(:");
-  EXPECT_EQ(r->policy, "strict");
-  EXPECT_FALSE(r->collect_files);
-  EXPECT_LE(r->limits.wall_time, std::chrono::seconds(10));
-  EXPECT_EQ(ParseCheckBody(R"j({"code": "1"})j", limits)->policy, "permissive");
+  EXPECT_EQ(r->program.mode, runtime::Mode::kCheck);
+  EXPECT_EQ(r->program.code, "def f(:");
+  EXPECT_EQ(r->program.policy, "strict");
+  EXPECT_FALSE(r->program.collect_files);
+  EXPECT_EQ(r->program.limits.wall_time, std::chrono::seconds(10)) << "a check never needs more";
+  EXPECT_EQ(ParseCheckBody(R"j({"code": "1"})j")->program.policy, "permissive");
 
   auto problem = [&](const std::string& body) {
-    auto c = ParseCheckBody(body, limits);
+    auto c = ParseCheckBody(body);
     EXPECT_FALSE(c.has_value()) << body;
     return c.has_value() ? Problem{} : c.error();
   };
@@ -442,7 +466,7 @@ TEST(ValidateFilePath, RefusesWhatTheJailWould) {
 // ---- The OpenAPI document -------------------------------------------------------------------
 
 json Document() {
-  json doc = json::parse(OpenApiDocument(), nullptr, false);
+  json doc = json::parse(OpenApiDocument(engine::LimitsConfig{}), nullptr, false);
   EXPECT_FALSE(doc.is_discarded()) << "the OpenAPI document is not valid JSON";
   return doc;
 }
@@ -543,6 +567,61 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
   for (const auto& p : schemas["Policy"]["enum"]) policies.insert(p.get<std::string>());
   auto known = runtime::PolicyProfileNames();
   EXPECT_EQ(policies, std::set<std::string>(known.begin(), known.end()));
+}
+
+TEST(OpenApiDocument, TheCheckedInLimitsAreTheSchemasDefaults) {
+  // The served document writes these from the limit schema; the file must already say so.
+  json checked_in = json::parse(CheckedInOpenApiDocument());
+  const json& schemas = checked_in["components"]["schemas"];
+  EXPECT_EQ(schemas["Limits"], OpenApiLimitsSchema(engine::LimitsConfig{}))
+      << "write " << OpenApiLimitsSchema(engine::LimitsConfig{}).dump(2);
+  EXPECT_EQ(schemas["Result"]["properties"]["limits"], OpenApiResultLimitsSchema())
+      << "write " << OpenApiResultLimitsSchema().dump(2);
+}
+
+TEST(OpenApiDocument, ServedWithTheServersOwnDefaultsAndMaxima) {
+  engine::LimitsConfig config;
+  config.defaults.memory_bytes = 200ull << 20;
+  config.maxima.wall_time = std::chrono::seconds(90);
+  json doc = json::parse(OpenApiDocument(config));
+  const json& limits = doc["components"]["schemas"]["Limits"]["properties"];
+  EXPECT_EQ(limits["memory_mb"]["default"], 200);
+  EXPECT_EQ(limits["timeout_seconds"]["maximum"], 90);
+  for (const auto& spec : engine::LimitTable()) {
+    const std::string name(spec.name);
+    ASSERT_TRUE(limits.contains(name)) << name;
+    EXPECT_EQ(limits[name]["minimum"], engine::LimitJsonSchema(spec, config)["minimum"]) << name;
+  }
+}
+
+TEST(McpToolSchemas, TakeEveryLimitWithTheServersValues) {
+  engine::LimitsConfig config;
+  config.defaults.wall_time = std::chrono::seconds(12);
+  config.maxima.memory_bytes = 600ull << 20;
+  json tools = ToolDefinitions(config);
+  json execute, create;
+  for (const auto& t : tools) {
+    if (t["name"] == "execute_python") execute = t["inputSchema"]["properties"];
+    if (t["name"] == "create_session") create = t["inputSchema"]["properties"];
+    EXPECT_NE(t["name"], "fork_session") << "an advertised tool that always refuses is a defect";
+  }
+  ASSERT_TRUE(execute.is_object());
+  for (const auto& spec : engine::LimitTable()) {
+    const std::string name(spec.name);
+    EXPECT_EQ(execute[name], engine::LimitJsonSchema(spec, config)) << name;
+    EXPECT_EQ(create[name], engine::LimitJsonSchema(spec, config)) << name;
+  }
+  EXPECT_EQ(execute["timeout_seconds"]["default"], 12);
+  EXPECT_EQ(execute["memory_mb"]["maximum"], 600);
+  // And the arguments parse as the schema says, refusals named for the model.
+  auto parsed = ParseExecuteArguments({{"code", "1"}, {"timeout_seconds", 5}, {"memory_mb", 300}});
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().detail;
+  EXPECT_EQ(parsed->limits.size(), 2u);
+  auto bad = ParseExecuteArguments({{"code", "1"}, {"memory_mb", "lots"}});
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().detail.find("'memory_mb' must be an integer"), std::string::npos) << bad.error().detail;
+  EXPECT_FALSE(ParseExecuteArguments({{"code", "1"}, {"gpu", 1}}).has_value());
+  EXPECT_FALSE(ParseExecuteArguments({{"timeout_seconds", 1}}).has_value());
 }
 
 TEST(OpenApiDocument, ResultSchemaNamesEveryStatus) {

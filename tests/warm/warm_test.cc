@@ -359,9 +359,35 @@ TEST_F(Warm, ADeadWorkerIsReplaced) {
 
 // ---- sessions ----
 
+// One owner's view of the engine's sessions (every Sessions call names its owner).
+class OwnedSessions {
+ public:
+  OwnedSessions(Sessions& sessions, std::string owner) : s_(sessions), owner_(std::move(owner)) {}
+  auto Create() { return s_.Create(owner_, g_engine->pool()->options().limits); }
+  auto Execute(const std::string& id, const runtime::PythonProgram& p, const ExecuteOptions& o = {}) {
+    return s_.Execute(owner_, id, p, o);
+  }
+  auto Info(const std::string& id) { return s_.Info(owner_, id); }
+  auto List() { return s_.List(owner_); }
+  auto Fork(const std::string& id) { return s_.Fork(owner_, id); }
+  auto Delete(const std::string& id) { return s_.Delete(owner_, id); }
+  auto WriteFile(const std::string& id, const std::string& path, std::string content) {
+    return s_.WriteFile(owner_, id, path, std::move(content));
+  }
+  auto ReadFile(const std::string& id, const std::string& path, uint64_t max_bytes) {
+    return s_.ReadFile(owner_, id, path, max_bytes);
+  }
+  size_t size() { return s_.size(); }
+  size_t SweepIdle() { return s_.SweepIdle(); }
+
+ private:
+  Sessions& s_;
+  std::string owner_;
+};
+
 class WarmSessions : public Warm {
  protected:
-  Sessions& S() { return *g_engine->sessions(); }
+  OwnedSessions S(const std::string& owner = "test") { return {*g_engine->sessions(), owner}; }
   Result Exec(const std::string& id, const std::string& code, jail::Limits limits = Program("").limits) {
     auto p = Program(code);
     p.limits = limits;
@@ -483,7 +509,8 @@ TEST_F(WarmSessions, TheMemoryLimitLosesTheStateWithItsReason) {
 }
 
 TEST_F(WarmSessions, IdleSessionsExpire) {
-  Sessions short_lived(*g_engine->pool(), {.max_sessions = 2, .idle_ttl = std::chrono::seconds(1)});
+  Sessions expiring(*g_engine->pool(), {.max_sessions = 2, .idle_ttl = std::chrono::seconds(1)});
+  OwnedSessions short_lived(expiring, "test");
   auto s = short_lived.Create();
   ASSERT_TRUE(s.has_value()) << s.error().message;
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -616,12 +643,12 @@ TEST_F(WarmSessions, FileErrorsAreTyped) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2)) << "a sparse file is not read";
   // Paths that leave the work dir never reach the keeper.
   for (const char* bad : {"../etc/passwd", "/etc/passwd", "a/../../x", "", "."}) {
-    EXPECT_EQ(S().ReadFile(s->id, bad, 1 << 20).error().kind, SessionError::kFailed) << bad;
-    EXPECT_EQ(S().WriteFile(s->id, bad, "x").error().kind, SessionError::kFailed) << bad;
+    EXPECT_EQ(S().ReadFile(s->id, bad, 1 << 20).error().kind, SessionError::kInvalid) << bad;
+    EXPECT_EQ(S().WriteFile(s->id, bad, "x").error().kind, SessionError::kInvalid) << bad;
   }
   // A directory at the path, or a file where a parent should be: refused, nothing changed.
-  EXPECT_EQ(S().WriteFile(s->id, "dir", "x").error().kind, SessionError::kFailed);
-  EXPECT_EQ(S().WriteFile(s->id, "k1000/x", "x").error().kind, SessionError::kFailed);
+  EXPECT_EQ(S().WriteFile(s->id, "dir", "x").error().kind, SessionError::kRefused);
+  EXPECT_EQ(S().WriteFile(s->id, "k1000/x", "x").error().kind, SessionError::kRefused);
   // Larger than the work dir, or than what is left of it (the keeper's write fails: ENOSPC).
   const uint64_t disk = Program("").limits.work_dir_bytes;
   EXPECT_EQ(S().WriteFile(s->id, "huge", std::string(disk + 1, 'h')).error().kind, SessionError::kTooLarge);
@@ -691,7 +718,7 @@ TEST_F(WarmSessions, FileUploadsWriteThroughNoPlantedLink) {
        std::vector<std::string>{"d/" + tag, "e/x", "inner/up/" + tag, "d/new/" + tag}) {
     auto w = S().WriteFile(s->id, path, "planted?");
     ASSERT_FALSE(w.has_value()) << path << " was written";
-    EXPECT_EQ(w.error().kind, SessionError::kFailed) << w.error().message;
+    EXPECT_EQ(w.error().kind, SessionError::kRefused) << w.error().message;
     EXPECT_NE(w.error().message.find("symbolic link"), std::string::npos) << w.error().message;
   }
   // A symbolic link or FIFO at the path itself is replaced by the file, not written through.
@@ -741,8 +768,34 @@ TEST_F(WarmSessions, ForkIsRefusedWithTheReason) {
   ASSERT_TRUE(s.has_value());
   auto f = S().Fork(s->id);
   ASSERT_FALSE(f.has_value());
+  EXPECT_EQ(f.error().kind, SessionError::kUnsupported);
   EXPECT_NE(f.error().message.find("namespaces"), std::string::npos);
   EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, ASessionExistsOnlyForItsOwner) {
+  auto mine = S("alice").Create();
+  ASSERT_TRUE(mine.has_value()) << mine.error().message;
+  EXPECT_EQ(mine->owner, "alice");
+  auto set = S("alice").Execute(mine->id, Program("secret = 'alice-only'"));
+  ASSERT_TRUE(set.has_value());
+  // To another owner the session does not exist, for every call, and nothing of it leaks.
+  OwnedSessions bob = S("bob");
+  auto run = bob.Execute(mine->id, Program("print(secret)"));
+  ASSERT_FALSE(run.has_value()) << run->stdout_text.text;
+  EXPECT_EQ(run.error().kind, SessionError::kNotFound);
+  EXPECT_EQ(bob.Info(mine->id).error().kind, SessionError::kNotFound);
+  EXPECT_EQ(bob.ReadFile(mine->id, "x", 10).error().kind, SessionError::kNotFound);
+  EXPECT_EQ(bob.WriteFile(mine->id, "x", "planted").error().kind, SessionError::kNotFound);
+  EXPECT_EQ(bob.Fork(mine->id).error().kind, SessionError::kNotFound);
+  EXPECT_EQ(bob.Delete(mine->id).error().kind, SessionError::kNotFound);
+  for (const auto& info : bob.List()) EXPECT_NE(info.id, mine->id);
+  EXPECT_EQ(g_engine->sessions()->CreatedWith("bob", mine->id).error().kind, SessionError::kNotFound);
+  // The owner still has it, state and all.
+  auto still = S("alice").Execute(mine->id, Program("print(secret)"));
+  ASSERT_TRUE(still.has_value());
+  EXPECT_EQ(still->stdout_text.text, "alice-only\n");
+  EXPECT_TRUE(S("alice").Delete(mine->id).has_value());
 }
 
 // ---- non-ASCII file names: the warm interpreter runs in UTF-8 mode, as the cold one does ----

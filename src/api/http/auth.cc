@@ -1,21 +1,16 @@
 #include "api/http/auth.h"
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <sys/random.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
-#include "base/base64.h"
+#include "base/random.h"
+#include "base/sha256.h"
 
 namespace execbox::api {
 
 namespace {
-
-constexpr char kHex[] = "0123456789abcdef";
 
 int HexValue(char ch) {
   if (ch >= '0' && ch <= '9') return ch - '0';
@@ -36,18 +31,6 @@ bool DecodeDigest(std::string_view hex, std::array<unsigned char, 32>& out) {
   return true;
 }
 
-std::array<unsigned char, 32> Sha256(std::string_view data) {
-  std::array<unsigned char, 32> digest{};
-  unsigned int length = 0;
-  if (EVP_Digest(data.data(), data.size(), digest.data(), &length, EVP_sha256(), nullptr) != 1 ||
-      length != 32) {
-    // Only on allocation failure inside OpenSSL; a wrong digest would be worse than stopping.
-    std::fputs("execbox: SHA-256 (OpenSSL EVP_Digest) failed\n", stderr);
-    std::abort();
-  }
-  return digest;
-}
-
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -59,48 +42,36 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
 
 bool IsSpace(char ch) { return ch == ' ' || ch == '\t'; }
 
-Problem Unauthorized(std::string detail) {
+// RFC 6750 3.1: a request with no credentials gets the plain challenge; one whose token is
+// malformed or unknown gets error="invalid_token" (both 401: 403 is for a known key that may
+// not do the thing).
+Problem Unauthorized(std::string detail, bool token_sent) {
+  std::string challenge = "Bearer realm=\"execbox\"";
+  if (token_sent) challenge += ", error=\"invalid_token\", error_description=\"" + detail + "\"";
   return Problem{.status = 401,
                  .type = "unauthorized",
                  .title = "Unauthorized",
                  .detail = std::move(detail),
-                 .headers = {{"WWW-Authenticate", "Bearer realm=\"execbox\""}}};
+                 .headers = {{"WWW-Authenticate", challenge}}};
 }
 
 }  // namespace
 
-std::string Sha256Hex(std::string_view data) {
-  const auto digest = Sha256(data);
-  std::string hex;
-  hex.reserve(64);
-  for (unsigned char byte : digest) {
-    hex.push_back(kHex[byte >> 4]);
-    hex.push_back(kHex[byte & 0xf]);
+std::string GenerateToken() {
+  auto token = RandomToken(32);
+  if (!token) {
+    // Never hand out a predictable token.
+    std::fprintf(stderr, "execbox: %s\n", token.error().message.c_str());
+    std::abort();
   }
-  return hex;
+  return std::move(*token);
 }
 
-std::string GenerateToken() {
-  unsigned char bytes[32];
-  size_t filled = 0;
-  while (filled < sizeof bytes) {
-    const ssize_t n = getrandom(bytes + filled, sizeof bytes - filled, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      // Never hand out a predictable token.
-      std::fprintf(stderr, "execbox: getrandom failed: %s\n", std::strerror(errno));
-      std::abort();
-    }
-    filled += static_cast<size_t>(n);
-  }
-  std::string token = Base64Encode(std::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
-  OPENSSL_cleanse(bytes, sizeof bytes);
-  while (!token.empty() && token.back() == '=') token.pop_back();
-  for (char& ch : token) {
-    if (ch == '+') ch = '-';
-    if (ch == '/') ch = '_';
-  }
-  return token;
+engine::Caller CallerOf(const ApiKey& key) {
+  return engine::Caller{.id = key.id,
+                        .max_concurrent = key.max_concurrent,
+                        .rate_per_second = key.rate_per_second,
+                        .burst = key.burst};
 }
 
 Authenticator::Authenticator(std::vector<ApiKey> keys) : keys_(std::move(keys)) {
@@ -116,7 +87,7 @@ std::expected<const ApiKey*, Problem> Authenticator::Authenticate(std::string_vi
   while (!value.empty() && IsSpace(value.back())) value.remove_suffix(1);
   if (value.empty()) {
     return std::unexpected(
-        Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'"));
+        Unauthorized("missing Authorization header; send 'Authorization: Bearer <token>'", false));
   }
   size_t space = 0;
   while (space < value.size() && !IsSpace(value[space])) ++space;
@@ -124,11 +95,11 @@ std::expected<const ApiKey*, Problem> Authenticator::Authenticate(std::string_vi
   std::string_view token = value.substr(space);
   while (!token.empty() && IsSpace(token.front())) token.remove_prefix(1);
   if (!EqualsIgnoreCase(scheme, "Bearer") || token.empty()) {
-    return std::unexpected(Unauthorized("the Authorization header must be 'Bearer <token>'"));
+    return std::unexpected(Unauthorized("the Authorization header must be 'Bearer <token>'", true));
   }
   for (char ch : token) {
     if (IsSpace(ch))
-      return std::unexpected(Unauthorized("the Authorization header must be 'Bearer <token>'"));
+      return std::unexpected(Unauthorized("the Authorization header must be 'Bearer <token>'", true));
   }
 
   // Every key is compared, in constant time, whatever matched before it.
@@ -144,12 +115,7 @@ std::expected<const ApiKey*, Problem> Authenticator::Authenticate(std::string_vi
     found = (found & ~mask) | (i & mask);
     matched |= equal;
   }
-  if (!matched) {
-    return std::unexpected(Problem{.status = 403,
-                                   .type = "forbidden",
-                                   .title = "Forbidden",
-                                   .detail = "the bearer token matches no API key"});
-  }
+  if (!matched) return std::unexpected(Unauthorized("the bearer token matches no API key", true));
   return &keys_[found];
 }
 

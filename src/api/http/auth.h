@@ -10,18 +10,22 @@
 
 #include "api/http/config.h"
 #include "api/http/problem.h"
+#include "base/sha256.h"
+#include "engine/admission.h"
 
 namespace execbox::api {
 
-std::string Sha256Hex(std::string_view data);
+using execbox::Sha256Hex;
 // A fresh random token (32 bytes from getrandom, URL-safe base64 without padding).
 std::string GenerateToken();
+// The engine's view of a key: who it is and what it may run at once and per second.
+engine::Caller CallerOf(const ApiKey& key);
 
 class Authenticator {
  public:
   explicit Authenticator(std::vector<ApiKey> keys);
-  // The key for an Authorization header value: 401 (with WWW-Authenticate: Bearer) when it is
-  // missing or not "Bearer <token>", 403 when the token matches no key.
+  // The key for an Authorization header value, else 401 with WWW-Authenticate: Bearer (plain
+  // when no credentials were sent; error="invalid_token" when they are malformed or unknown).
   std::expected<const ApiKey*, Problem> Authenticate(std::string_view authorization) const;
 
  private:

@@ -14,26 +14,10 @@
 
 namespace execbox::api {
 
-jail::Limits DefaultMaxLimits() {
-  jail::Limits l;
-  l.wall_time = std::chrono::seconds(300);
-  l.cpu_time = std::chrono::seconds(300);
-  l.memory_bytes = 4ull << 30;
-  l.max_processes = 1024;
-  l.output_bytes = 16ull << 20;
-  l.work_dir_bytes = 1ull << 30;
-  return l;
-}
-
-ServerConfig DefaultConfig() {
-  ServerConfig config;
-  config.max_limits = DefaultMaxLimits();
-  return config;
-}
+ServerConfig DefaultConfig() { return ServerConfig{}; }
 
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
 
 // Reads one TOML document into a ServerConfig, naming the key path in every error.
 class Reader {
@@ -245,34 +229,29 @@ bool ValidKeyId(std::string_view s) {
   return true;
 }
 
+// Every row of the limit schema, by its name, in its unit, within the schema's bounds.
 Status Reader::Limits(const toml::table& table, const std::string& prefix, jail::Limits& l) const {
-  auto set_ms = [this](std::chrono::milliseconds& target) -> Handler {
-    return [this, &target](const toml::node& node, const std::string& key) -> Status {
-      auto d = Number(node, key, 1e6);
-      if (!d) return std::unexpected(d.error());
-      const auto ms = static_cast<int64_t>(std::llround(*d * 1000));
-      if (ms < 1) return Err(node, key, "must be at least 0.001");
-      target = std::chrono::milliseconds(ms);
-      return {};
-    };
-  };
-  auto set_mib = [this](uint64_t& target) -> Handler {
-    return [this, &target](const toml::node& node, const std::string& key) -> Status {
-      auto n = Uint(node, key, 1, 1ull << 24);
-      if (!n) return std::unexpected(n.error());
-      target = *n * kMiB;
-      return {};
-    };
-  };
-  return Fields(table, prefix,
-                {
-                    {"timeout_seconds", set_ms(l.wall_time)},
-                    {"cpu_seconds", set_ms(l.cpu_time)},
-                    {"memory_mb", set_mib(l.memory_bytes)},
-                    {"max_processes", SetUint(l.max_processes, 1, 1u << 22)},
-                    {"output_bytes", SetUint(l.output_bytes, 1, 1ull << 40)},
-                    {"disk_mb", set_mib(l.work_dir_bytes)},
-                });
+  std::vector<Field> fields;
+  for (const auto& spec : engine::LimitTable()) {
+    fields.push_back({spec.name, [this, &spec, &l](const toml::node& node, const std::string& key) -> Status {
+                        double value = 0;
+                        if (const auto* i = node.as_integer()) {
+                          value = static_cast<double>(i->get());
+                        } else if (const auto* f = node.as_floating_point(); f != nullptr && !spec.integer()) {
+                          value = f->get();
+                        } else {
+                          return Err(node, key,
+                                     std::string(spec.integer() ? "expected an integer" : "expected a number") +
+                                         ", got " + TypeName(node));
+                        }
+                        if (auto ok = engine::CheckLimitValue(spec, value); !ok) {
+                          return Err(node, key, ok.error().message);
+                        }
+                        spec.set(l, spec.Base(value));
+                        return {};
+                      }});
+  }
+  return Fields(table, prefix, fields);
 }
 
 Status Reader::Key(const toml::table& table, const std::string& prefix, ApiKey& key) const {
@@ -428,54 +407,15 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
              return Fields(t, prefix,
                            {
                                {"default", section([&](const toml::table& d, const std::string& p) {
-                                  return Limits(d, p, c.default_limits);
+                                  return Limits(d, p, c.limits.defaults);
                                 })},
                                {"max", section([&](const toml::table& m, const std::string& p) {
-                                  return Limits(m, p, c.max_limits);
+                                  return Limits(m, p, c.limits.maxima);
                                 })},
                            });
            })},
           {"keys", [&](const toml::node& node, const std::string&) { return Keys(node, c.keys); }},
       });
-}
-
-// The first default above its maximum, named.
-Status CheckDefaultsWithinMax(const std::string& file, const jail::Limits& d, const jail::Limits& m) {
-  auto seconds = [](std::chrono::milliseconds ms) {
-    std::string s = std::to_string(ms.count() / 1000);
-    if (ms.count() % 1000 != 0) {
-      char frac[8];
-      std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms.count() % 1000));
-      s += frac;
-      while (s.back() == '0') s.pop_back();
-    }
-    return s + " s";
-  };
-  auto mib = [](uint64_t bytes) {
-    return bytes % kMiB == 0 ? std::to_string(bytes / kMiB) + " MiB" : std::to_string(bytes) + " bytes";
-  };
-  struct Check {
-    const char* name;
-    bool over;
-    std::string default_value, max_value;
-  };
-  const Check checks[] = {
-      {"timeout_seconds", d.wall_time > m.wall_time, seconds(d.wall_time), seconds(m.wall_time)},
-      {"cpu_seconds", d.cpu_time > m.cpu_time, seconds(d.cpu_time), seconds(m.cpu_time)},
-      {"memory_mb", d.memory_bytes > m.memory_bytes, mib(d.memory_bytes), mib(m.memory_bytes)},
-      {"max_processes", d.max_processes > m.max_processes, std::to_string(d.max_processes),
-       std::to_string(m.max_processes)},
-      {"output_bytes", d.output_bytes > m.output_bytes, std::to_string(d.output_bytes),
-       std::to_string(m.output_bytes)},
-      {"disk_mb", d.work_dir_bytes > m.work_dir_bytes, mib(d.work_dir_bytes), mib(m.work_dir_bytes)},
-  };
-  for (const auto& c : checks) {
-    if (c.over) {
-      return Fail(file + ": limits.default." + c.name + " (" + c.default_value + ") exceeds limits.max." +
-                  c.name + " (" + c.max_value + ")");
-    }
-  }
-  return {};
 }
 
 std::string_view Trim(std::string_view s) {
@@ -516,13 +456,7 @@ Status LoadConfigFile(const std::string& path, ServerConfig& config) {
 #endif
   if (auto s = reader.Top(root, updated); !s) return s;
 
-  if (auto s = jail::ValidateLimits(updated.default_limits); !s) {
-    return std::unexpected(Context(path + ": limits.default", s.error()));
-  }
-  if (auto s = jail::ValidateLimits(updated.max_limits); !s) {
-    return std::unexpected(Context(path + ": limits.max", s.error()));
-  }
-  if (auto s = CheckDefaultsWithinMax(path, updated.default_limits, updated.max_limits); !s) return s;
+  if (auto s = engine::ValidateLimitsConfig(updated.limits); !s) return std::unexpected(Context(path, s.error()));
 
   config = std::move(updated);
   return {};

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "jail/policy.h"
+#include "engine/limit_schema.h"
 
 namespace execbox::api {
 
@@ -42,9 +42,9 @@ struct ServerConfig {
   size_t max_running = 0;  // 0: twice the warm workers, at least 2
   size_t max_queue = 64;
 
-  // Limits: what a request gets by default, and the most it may ask for (422 beyond).
-  jail::Limits default_limits;
-  jail::Limits max_limits;  // set in DefaultMaxLimits()
+  // Limits ([limits.default] and [limits.max], engine/limit_schema.h): what a request gets by
+  // default, and the most it may ask for (422 beyond).
+  engine::LimitsConfig limits;
 
   // Engine.
   bool warm = true;  // false: --no-pool, every execution in a cold jail, no sessions
@@ -58,10 +58,7 @@ struct ServerConfig {
   bool audit_code = false;  // include the code itself in audit lines
 };
 
-// The ceilings a request may raise its limits to, by default.
-jail::Limits DefaultMaxLimits();
-
-// A config with defaults and DefaultMaxLimits().
+// A config with every default.
 ServerConfig DefaultConfig();
 
 // Reads a TOML file over `config` (unknown keys are an error that names them). See

@@ -1,6 +1,7 @@
 #include "api/http/http_api.h"
 
 #include "api/http/http_problems.h"
+#include "api/http/openapi.h"
 #include "api/http/http_running.h"
 #include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
@@ -10,7 +11,6 @@ namespace {
 
 constexpr std::chrono::milliseconds kMonitorPeriod{100};
 constexpr std::chrono::seconds kHeartbeat{10};
-constexpr std::chrono::seconds kPrunePeriod{60};
 
 Problem NotFound(std::string_view path) {
   return Problem{.status = 404,
@@ -21,16 +21,14 @@ Problem NotFound(std::string_view path) {
 
 }  // namespace
 
-HttpApi::HttpApi(engine::Engine& engine, const ServerConfig& config, std::string version, AuditLog* audit)
-    : engine_(engine),
+HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string version, Metrics& metrics)
+    : gate_(gate),
       config_(config),
       version_(std::move(version)),
-      audit_(audit),
-      request_limits_{.defaults = config.default_limits, .maxima = config.max_limits},
+      openapi_(OpenApiDocument(gate.limits())),
       auth_(config.keys),
-      admission_(config.max_running, config.max_queue) {
-  mcp_ =
-      std::make_unique<McpHttp>(engine_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins});
+      metrics_(metrics) {
+  mcp_ = std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins});
   monitor_ = std::thread([this] { Monitor(); });
 }
 
@@ -73,7 +71,7 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
 void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
   const std::string& path = request.path;
   const std::string& method = request.method;
-  if (path == "/mcp") return mcp_->Handle(std::move(request), exchange, key.id);
+  if (path == "/mcp") return mcp_->Handle(std::move(request), exchange, key);
 
   if (method == "POST" || method == "PUT") {
     // JSON routes take JSON; the file upload takes any bytes.
@@ -90,20 +88,20 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 
   if (path == "/metrics") {
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
-    Gauges gauges{.running = admission_.running(), .queued = admission_.queued()};
-    if (auto* pool = engine_.pool()) {
+    Gauges gauges{.running = gate_.running(), .queued = gate_.queued()};
+    if (auto* pool = gate_.engine().pool()) {
       auto stats = pool->Stats();
       gauges.warm_workers = stats.warm_workers;
       gauges.prepared_children = stats.prepared;
     }
-    if (auto* sessions = engine_.sessions()) gauges.sessions = sessions->size();
+    if (auto* sessions = gate_.engine().sessions()) gauges.sessions = sessions->size();
     if (connection_count_) gauges.connections = connection_count_();
     return Respond(*exchange, HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
                                            .body = metrics_.Render(gauges)});
   }
   if (path == "/v1/openapi.json") {
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
-    return Respond(*exchange, HttpResponse{.body = OpenApiDocument()});
+    return Respond(*exchange, HttpResponse{.body = openapi_});
   }
   if (path == "/v1/execute") {
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "POST"));
@@ -122,8 +120,8 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 
 void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
   size_t warm = 0;
-  if (auto* pool = engine_.pool()) warm = pool->Stats().warm_workers;
-  bool ready = !shutting_down_ && (warm > 0 || !engine_.warm());
+  if (auto* pool = gate_.engine().pool()) warm = pool->Stats().warm_workers;
+  bool ready = !shutting_down_ && (warm > 0 || !gate_.engine().warm());
   if (!ready) {
     return Fail(*exchange,
                 Problem{.status = 503,
@@ -133,35 +131,18 @@ void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
                         .headers = {{"Retry-After", "1"}}});
   }
   nlohmann::json body = {
-      {"status", "ready"}, {"engine", engine_.warm() ? "warm" : "cold"}, {"warm_workers", warm}};
+      {"status", "ready"}, {"engine", gate_.engine().warm() ? "warm" : "cold"}, {"warm_workers", warm}};
   Respond(*exchange, HttpResponse{.body = Serialize(body)});
 }
 
 void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key) {
-  auto program = ParseCheckBody(request.body, request_limits_);
-  if (!program) return Fail(*exchange, program.error());
-  // A check starts a cold jail (the agent parses; no user code runs): it takes an admission
-  // slot and the key's rate like an execution, and runs off the I/O thread.
-  auto reserved = admission_.Reserve(key);
-  if (!reserved) {
-    metrics_.Rejected(RejectionReason(reserved.error()));
-    return exchange->Respond(ProblemResponse(reserved.error()));
-  }
-  auto ticket = std::make_shared<Ticket>(std::move(*reserved));
-  Spawn([this, exchange, ticket, program = std::move(*program)]() mutable {
-    if (auto waited = admission_.Wait(*ticket, &exchange->ClientGone()); !waited) {
-      return exchange->Respond(ProblemResponse(waited.error()));
-    }
-    auto result = engine::Execute(program);
-    { Ticket done = std::move(*ticket); }
-    if (!result) {
-      return Fail(*exchange, Problem{.status = 400,
-                                     .type = "invalid-request",
-                                     .title = "Invalid request",
-                                     .detail = result.error().message});
-    }
-    Respond(*exchange, HttpResponse{.body = engine::Dump(engine::ToJson(*result))});
-  });
+  auto call = ParseCheckBody(request.body);
+  if (!call) return Fail(*exchange, call.error());
+  // A check starts a cold jail (the agent parses; no user code runs): the gate admits it like
+  // an execution, at once, here on the I/O thread; it runs on a thread of its own.
+  auto admitted = gate_.Admit(CallerOf(key), std::move(*call), {.transport = engine::Transport::kHttp, .peer = request.peer});
+  if (!admitted) return exchange->Respond(ProblemResponse(ProblemOf(admitted.error())));
+  Run(std::move(*admitted), exchange, false);
 }
 
 void HttpApi::Spawn(std::function<void()> work) {
@@ -185,24 +166,8 @@ size_t HttpApi::in_flight() {
 
 void HttpApi::Monitor() {
   std::unique_lock lock(mu_);
-  auto pruned = std::chrono::steady_clock::now();
   while (!stop_monitor_) {
     monitor_wake_.wait_for(lock, kMonitorPeriod);
-    if (auto* sessions = engine_.sessions();
-        sessions && std::chrono::steady_clock::now() - pruned > kPrunePeriod) {
-      // Sessions closed by their idle TTL leave their owner entry behind: drop those.
-      // Only entries that existed before the listing can be stale: one added meanwhile is new.
-      pruned = std::chrono::steady_clock::now();
-      std::vector<std::string> known;
-      for (const auto& entry : session_owner_) known.push_back(entry.first);
-      lock.unlock();
-      std::set<std::string> live;
-      for (const auto& info : sessions->List()) live.insert(info.id);
-      lock.lock();
-      for (const auto& id : known) {
-        if (!live.contains(id)) session_owner_.erase(id);
-      }
-    }
     auto now = std::chrono::steady_clock::now();
     for (Running* r : running_) {
       if (r->exchange->ClientGone()) r->cancel = true;
@@ -213,7 +178,7 @@ void HttpApi::Monitor() {
 
 void HttpApi::Drain(std::chrono::milliseconds grace) {
   shutting_down_ = true;
-  admission_.Close();
+  gate_.Close();
   auto deadline = std::chrono::steady_clock::now() + grace;
   std::unique_lock lock(mu_);
   idle_.wait_until(lock, deadline, [this] { return threads_ == 0; });
@@ -224,10 +189,7 @@ void HttpApi::Drain(std::chrono::milliseconds grace) {
   }
   if (mcp_) mcp_->CancelAll();
   lock.lock();
-  for (Running* r : running_) {
-    r->shutdown = true;
-    r->cancel = true;
-  }
+  for (Running* r : running_) r->cancel = true;
   // A cancelled execution ends within ~100 ms; a session restart or a file transfer may take a
   // few seconds more.
   idle_.wait_for(lock, std::chrono::seconds(30), [this] { return threads_ == 0; });

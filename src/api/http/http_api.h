@@ -1,7 +1,8 @@
-// The HTTP API's routes over the shared Engine: authentication, admission, executions (JSON
-// or SSE), sessions and their files, check, health, metrics, the OpenAPI document and /mcp.
-// Every error is an RFC 9457 problem with its real status; every accepted execution gets its
-// Result or a problem that says why not.
+// The HTTP API's routes over the engine's gate: authentication, then executions (JSON or SSE),
+// sessions and their files, check, health, metrics, the OpenAPI document and /mcp. Limits,
+// admission, session ownership and the audit log are the gate's; the routes translate HTTP to
+// and from it. Every error is an RFC 9457 problem with its real status; every accepted
+// execution gets its Result or a problem that says why not.
 #pragma once
 
 #include <atomic>
@@ -14,22 +15,21 @@
 #include <string>
 #include <thread>
 
-#include "api/http/admission.h"
-#include "api/http/audit.h"
 #include "api/http/auth.h"
 #include "api/http/config.h"
 #include "api/http/execute_request.h"
 #include "api/http/http_types.h"
 #include "api/http/mcp_http.h"
 #include "api/http/metrics.h"
-#include "engine/warm_engine.h"
+#include "engine/gate.h"
 
 namespace execbox::api {
 
 class HttpApi {
  public:
-  // `audit` may be null. `connections` reports open connections for /metrics (may be empty).
-  HttpApi(engine::Engine& engine, const ServerConfig& config, std::string version, AuditLog* audit);
+  // `metrics` is the gate's observer too (GateOptions::observer), so that executions over MCP
+  // count with the rest.
+  HttpApi(engine::Gate& gate, const ServerConfig& config, std::string version, Metrics& metrics);
   ~HttpApi();  // Drain(0) if not drained
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
@@ -53,26 +53,24 @@ class HttpApi {
                std::optional<std::string> session_in_path);
   void Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
                 std::string_view rest);
-  void SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const std::string& id,
-                    std::string_view path);
+  void SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                    const std::string& id, std::string_view path);
   void Check(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key);
+  // An admitted execution, run on its own thread; the answer as JSON or as SSE.
+  void Run(engine::Admitted admitted, std::shared_ptr<Exchange> exchange, bool sse);
   void Ready(std::shared_ptr<Exchange>& exchange);
   void Respond(Exchange& exchange, HttpResponse response);
   void Fail(Exchange& exchange, const Problem& problem);
-  // The session exists and belongs to `key` (404 otherwise, for either).
-  bool OwnsSession(const std::string& id, const ApiKey& key);
   // Runs `work` on its own thread, counted for Drain.
   void Spawn(std::function<void()> work);
   void Monitor();
 
-  engine::Engine& engine_;
+  engine::Gate& gate_;
   ServerConfig config_;
   std::string version_;
-  AuditLog* audit_;
-  RequestLimits request_limits_;
+  std::string openapi_;  // the document with this server's limits
   Authenticator auth_;
-  Admission admission_;
-  Metrics metrics_;
+  Metrics& metrics_;
   std::unique_ptr<McpHttp> mcp_;
   std::function<size_t()> connection_count_;
   std::atomic<bool> shutting_down_{false};
@@ -81,7 +79,6 @@ class HttpApi {
   std::condition_variable idle_;
   size_t threads_ = 0;
   std::set<Running*> running_;
-  std::map<std::string, std::string> session_owner_;  // session id -> key id
   bool stop_monitor_ = false;
   std::condition_variable monitor_wake_;
   std::thread monitor_;

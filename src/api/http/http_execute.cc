@@ -1,5 +1,6 @@
-// POST /v1/execute and /v1/sessions/{id}/execute: admission, the execution on its own thread,
-// and the answer as one JSON Result or as an SSE stream (stdout, stderr, display, result).
+// POST /v1/execute, /v1/sessions/{id}/execute and /v1/check: the gate's admission on the I/O
+// thread, the execution on its own, and the answer as one JSON Result or as an SSE stream
+// (stdout, stderr, display, result; "error" for a refusal after the stream started).
 #include <chrono>
 
 #include "api/http/http_api.h"
@@ -41,38 +42,24 @@ bool WantsEventStream(const HttpRequest& request) {
 
 void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key,
                       std::optional<std::string> session_in_path) {
-  auto call = ParseExecuteBody(request.body, request_limits_, !session_in_path.has_value());
+  auto call = ParseExecuteBody(request.body, !session_in_path.has_value());
   if (!call) return Fail(*exchange, call.error());
-  std::optional<std::string> session = session_in_path ? session_in_path : call->session_id;
-  if (session) {
-    if (!engine_.sessions()) {
-      return Fail(*exchange, SessionsUnavailable());
-    }
-    if (!OwnsSession(*session, key)) {
-      return Fail(*exchange, SessionProblem({engine::SessionError::kNotFound, ""}, *session));
-    }
-  }
-  bool sse = WantsEventStream(request);
-  const ApiKey* key_ptr = &key;
-  // Refused here, on the I/O thread, at once: a client hammering a full server costs no thread.
-  auto reserved = admission_.Reserve(key);
-  if (!reserved) {
-    metrics_.Rejected(RejectionReason(reserved.error()));
-    return exchange->Respond(ProblemResponse(reserved.error()));
-  }
-  auto ticket = std::make_shared<Ticket>(std::move(*reserved));
-  Spawn([this, exchange, key_ptr, session, sse, ticket, peer = request.peer,
-         program = std::move(call->program)] {
-    if (auto waited = admission_.Wait(*ticket, &exchange->ClientGone()); !waited) {
-      metrics_.Rejected(RejectionReason(waited.error()));
-      return exchange->Respond(ProblemResponse(waited.error()));
-    }
-    auto running = std::make_shared<Running>(exchange);
-    running->streaming = sse;
+  if (session_in_path) call->session_id = std::move(session_in_path);
+  // Decided here, on the I/O thread, at once: a client hammering a full server costs no thread.
+  auto admitted =
+      gate_.Admit(CallerOf(key), std::move(*call), {.transport = engine::Transport::kHttp, .peer = request.peer});
+  if (!admitted) return exchange->Respond(ProblemResponse(ProblemOf(admitted.error())));
+  Run(std::move(*admitted), std::move(exchange), WantsEventStream(request));
+}
+
+void HttpApi::Run(engine::Admitted admitted, std::shared_ptr<Exchange> exchange, bool sse) {
+  auto work = std::make_shared<engine::Admitted>(std::move(admitted));
+  Spawn([this, exchange, sse, work] {
+    auto running = std::make_shared<Running>(exchange, sse);
     std::string carry[2];
     engine::ExecuteOptions options{.cancel = &running->cancel};
     if (sse) {
-      exchange->StartStream(200, "text/event-stream", {});
+      options.on_started = [running] { running->Start(); };
       options.on_output = [running, &carry](jail::Stream stream, std::string_view data) {
         int i = stream == jail::Stream::kStdout ? 0 : 1;
         std::string text = WholeUtf8(carry[i], data);
@@ -83,65 +70,18 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
       std::lock_guard lock(mu_);
       running_.insert(running.get());
     }
-    auto started = std::chrono::steady_clock::now();
-    std::expected<engine::Result, Problem> outcome;
-    if (session) {
-      auto r = engine_.sessions()->Execute(*session, program, options);
-      if (r) {
-        outcome = std::move(*r);
-      } else {
-        outcome = std::unexpected(SessionProblem(r.error(), *session));
-      }
-    } else {
-      auto r = engine_.Execute(program, options);
-      if (r) {
-        outcome = std::move(*r);
-      } else {
-        outcome = std::unexpected(Problem{.status = 400,
-                                          .type = "invalid-request",
-                                          .title = "Invalid request",
-                                          .detail = r.error().message});
-      }
-    }
+    auto outcome = gate_.Run(std::move(*work), options);
     {
       std::lock_guard lock(mu_);
       running_.erase(running.get());
     }
-    { Ticket done = std::move(*ticket); }  // the slot is free before the answer goes out
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const char* route = session ? "session" : "execute";
-
     if (!outcome) {
-      if (audit_) {
-        audit_->Write(AuditRecord{.key_id = key_ptr->id,
-                                  .session_id = session.value_or(""),
-                                  .route = route,
-                                  .code = program.code,
-                                  .status = "failed:" + outcome.error().type,
-                                  .usage = nullptr,
-                                  .peer = peer});
-      }
-      if (!sse) return exchange->Respond(ProblemResponse(outcome.error()));
-      nlohmann::json problem = nlohmann::json::parse(ProblemResponse(outcome.error()).body);
-      running->Send(Event("error", problem));
+      Problem problem = ProblemOf(outcome.error());
+      if (!running->started()) return exchange->Respond(ProblemResponse(problem));
+      running->Send(Event("error", nlohmann::json::parse(ProblemResponse(problem).body)));
       return exchange->EndStream();
     }
-    engine::Result& result = *outcome;
-    if (running->shutdown && result.error && result.error->ename == "Cancelled") {
-      result.error->evalue = "the server is shutting down; the execution was stopped";
-    }
-    nlohmann::json json = engine::ToJson(result);
-    std::string status = json.value("status", "");
-    metrics_.ExecutionFinished(route, status, seconds);
-    if (audit_) {
-      audit_->Write(AuditRecord{.key_id = key_ptr->id,
-                                .session_id = session.value_or(""),
-                                .route = route,
-                                .code = program.code,
-                                .status = status,
-                                .usage = json.value("usage", nlohmann::json()),
-                                .peer = peer});
-    }
+    nlohmann::json json = engine::ToJson(*outcome);
     if (!sse) return exchange->Respond(HttpResponse{.body = engine::Dump(json)});
     for (int i = 0; i < 2; ++i) {
       if (!carry[i].empty()) running->Send(Event(i == 0 ? "stdout" : "stderr", {{"text", carry[i]}}));

@@ -1,5 +1,6 @@
-// /v1/sessions: create, list, info, execute, fork, delete, and file upload and download.
-// A session belongs to the key that created it: to any other key it does not exist (404).
+// /v1/sessions: create, list, info, execute, fork, delete, and file upload and download, each
+// through the gate. A session belongs to the key that created it: to any other key it does not
+// exist (404), on every transport (the rule is the gate's, engine/gate.h).
 #include <ctime>
 
 #include "api/http/http_api.h"
@@ -40,53 +41,27 @@ constexpr uint64_t kMaxDownloadBytes = 256ull << 20;
 
 }  // namespace
 
-bool HttpApi::OwnsSession(const std::string& id, const ApiKey& key) {
-  std::lock_guard lock(mu_);
-  auto it = session_owner_.find(id);
-  return it != session_owner_.end() && it->second == key.id;
-}
-
 void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
                        std::string_view rest) {
   const std::string& method = request.method;
-  auto* sessions = engine_.sessions();
-  if (!sessions) {
-    return Fail(*exchange, SessionsUnavailable());
-  }
+  if (!gate_.sessions_available()) return Fail(*exchange, ProblemOf(engine::SessionsUnavailable()));
+  const engine::Caller caller = CallerOf(key);
+  const engine::Origin origin{.transport = engine::Transport::kHttp, .peer = request.peer};
+  // Session calls wait for the session's running execution (or make a child): never on the I/O thread.
   if (rest.empty() || rest == "/") {
     if (method == "GET") {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& info : sessions->List()) {
-        if (OwnsSession(info.id, key)) list.push_back(SessionJson(info));
-      }
-      return Respond(*exchange, JsonResponse(200, {{"sessions", list}}));
+      return Spawn([this, exchange, caller] {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& info : gate_.ListSessions(caller)) list.push_back(SessionJson(info));
+        Respond(*exchange, JsonResponse(200, {{"sessions", list}}));
+      });
     }
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "GET, POST"));
-    if (!request.body.empty()) {
-      auto body = ParseJsonObject(request.body);
-      if (!body) return Fail(*exchange, body.error());
-      if (!body->empty()) {
-        return Fail(*exchange, Problem{.status = 400,
-                                       .type = "unknown-field",
-                                       .title = "Unknown field",
-                                       .detail = "unknown field `" + body->begin().key() +
-                                                 "`: the body is {} or empty"});
-      }
-    }
-    if (shutting_down_) {
-      return Fail(*exchange, Problem{.status = 503,
-                                     .type = "shutting-down",
-                                     .title = "Shutting down",
-                                     .detail = "the server is shutting down"});
-    }
-    std::string key_id = key.id;
-    return Spawn([this, exchange, sessions, key_id] {
-      auto info = sessions->Create();
-      if (!info) return Fail(*exchange, SessionProblem(info.error(), ""));
-      {
-        std::lock_guard lock(mu_);
-        session_owner_[info->id] = key_id;
-      }
+    auto limits = ParseSessionBody(request.body);
+    if (!limits) return Fail(*exchange, limits.error());
+    return Spawn([this, exchange, caller, origin, limits = std::move(*limits)] {
+      auto info = gate_.CreateSession(caller, limits, origin);
+      if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
       Respond(*exchange, JsonResponse(201, SessionJson(*info)));
     });
   }
@@ -96,24 +71,20 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   size_t slash = rest.find('/');
   std::string id(rest.substr(0, slash));
   std::string_view action = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash);
-  if (!OwnsSession(id, key))
-    return Fail(*exchange, SessionProblem({engine::SessionError::kNotFound, ""}, id));
 
   auto not_allowed = [&](const std::string& allow) { Fail(*exchange, MethodNotAllowed(method, allow)); };
   if (action.empty()) {
     if (method == "GET") {
-      auto info = sessions->Info(id);
-      if (!info) return Fail(*exchange, SessionProblem(info.error(), id));
-      return Respond(*exchange, JsonResponse(200, SessionJson(*info)));
+      return Spawn([this, exchange, caller, id] {
+        auto info = gate_.Session(caller, id);
+        if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
+        Respond(*exchange, JsonResponse(200, SessionJson(*info)));
+      });
     }
     if (method == "DELETE") {
-      return Spawn([this, exchange, sessions, id] {
-        auto deleted = sessions->Delete(id);
-        {
-          std::lock_guard lock(mu_);
-          session_owner_.erase(id);
-        }
-        if (!deleted) return Fail(*exchange, SessionProblem(deleted.error(), id));
+      return Spawn([this, exchange, caller, origin, id] {
+        auto closed = gate_.CloseSession(caller, id, origin);
+        if (!closed) return exchange->Respond(ProblemResponse(ProblemOf(closed.error())));
         Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
       });
     }
@@ -125,67 +96,42 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   }
   if (action == "/fork") {
     if (method != "POST") return not_allowed("POST");
-    auto forked = sessions->Fork(id);
-    if (!forked) {
-      if (forked.error().kind == engine::SessionError::kFailed) {
-        return Fail(*exchange, Problem{.status = 409,
-                                       .type = "fork-unsupported",
-                                       .title = "Session fork unsupported",
-                                       .detail = forked.error().message});
-      }
-      return Fail(*exchange, SessionProblem(forked.error(), id));
-    }
-    {
-      std::lock_guard lock(mu_);
-      session_owner_[forked->id] = key.id;
-    }
+    auto forked = gate_.ForkSession(caller, id);
+    if (!forked) return Fail(*exchange, ProblemOf(forked.error()));
     return Respond(*exchange, JsonResponse(201, SessionJson(*forked)));
   }
-  if (action.starts_with("/files/")) return SessionFiles(request, exchange, id, action.substr(7));
+  if (action.starts_with("/files/")) return SessionFiles(request, exchange, key, id, action.substr(7));
   Fail(*exchange, Problem{.status = 404,
                           .type = "not-found",
                           .title = "Not found",
                           .detail = "no route for " + request.path});
 }
 
-void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const std::string& id,
-                           std::string_view raw_path) {
+void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                           const std::string& id, std::string_view raw_path) {
   auto path = ValidateFilePath(raw_path);
   if (!path) return Fail(*exchange, path.error());
-  auto* sessions = engine_.sessions();
+  const engine::Caller caller = CallerOf(key);
   if (request.method == "PUT") {
-    if (request.body.size() > config_.max_limits.work_dir_bytes) {
-      return Fail(*exchange,
-                  Problem{.status = 413,
-                          .type = "file-too-large",
-                          .title = "File too large",
-                          .detail = "the file is larger than the largest work dir (" +
-                                    std::to_string(config_.max_limits.work_dir_bytes) + " bytes)"});
+    const uint64_t largest = gate_.limits().maxima.work_dir_bytes;
+    if (request.body.size() > largest) {
+      return Fail(*exchange, Problem{.status = 413,
+                                     .type = "file-too-large",
+                                     .title = "File too large",
+                                     .detail = "the file is larger than the largest work dir (" +
+                                               std::to_string(largest) + " bytes)"});
     }
-    return Spawn(
-        [this, exchange, sessions, id, file = std::move(*path), body = std::move(request.body)]() mutable {
-          auto written = sessions->WriteFile(id, file, std::move(body));
-          if (!written) {
-            if (written.error().kind == engine::SessionError::kFailed) {
-              // The keeper refused: a symlink or a file where a parent dir should be, a dir at the path.
-              return Fail(*exchange, Problem{.status = 409,
-                                             .type = "file-refused",
-                                             .title = "File refused",
-                                             .detail = written.error().message});
-            }
-            return Fail(*exchange, SessionProblem(written.error(), id));
-          }
-          Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
-        });
+    return Spawn([this, exchange, caller, id, file = std::move(*path), body = std::move(request.body)]() mutable {
+      auto written = gate_.WriteSessionFile(caller, id, file, std::move(body));
+      if (!written) return Fail(*exchange, ProblemOf(written.error()));
+      Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
+    });
   }
   if (request.method == "GET" || request.method == "HEAD") {
-    return Spawn([this, exchange, sessions, id, file = std::move(*path)] {
-      auto content = sessions->ReadFile(id, file, kMaxDownloadBytes);
-      if (!content) {
-        return Fail(*exchange, SessionProblem(content.error(), id));
-      }
-      Respond(*exchange,
-              HttpResponse{.content_type = "application/octet-stream", .body = std::move(*content)});
+    return Spawn([this, exchange, caller, id, file = std::move(*path)] {
+      auto content = gate_.ReadSessionFile(caller, id, file, kMaxDownloadBytes);
+      if (!content) return Fail(*exchange, ProblemOf(content.error()));
+      Respond(*exchange, HttpResponse{.content_type = "application/octet-stream", .body = std::move(*content)});
     });
   }
   Fail(*exchange, MethodNotAllowed(request.method, "GET, PUT"));

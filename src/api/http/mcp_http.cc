@@ -1,7 +1,5 @@
 #include "api/http/mcp_http.h"
 
-#include <sys/random.h>
-
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -16,6 +14,7 @@
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "api/http/problem.h"
+#include "base/random.h"
 
 namespace execbox::api {
 namespace {
@@ -89,27 +88,6 @@ bool IsLoopbackOrigin(std::string_view origin) {
     if (c < '0' || c > '9') return false;
   }
   return true;
-}
-
-// 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable.
-std::string NewSessionId() {
-  unsigned char bytes[16];
-  size_t filled = 0;
-  while (filled < sizeof bytes) {
-    ssize_t n = getrandom(bytes + filled, sizeof bytes - filled, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return {};  // the caller answers 500
-    }
-    filled += static_cast<size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char b : bytes) {
-    id += kHex[b >> 4];
-    id += kHex[b & 15];
-  }
-  return id;
 }
 
 HttpResponse MakeProblem(int status, std::string type, std::string title, std::string detail,
@@ -200,21 +178,20 @@ bool Idle(Session& session, Clock::time_point now, std::chrono::seconds ttl) {
 }  // namespace
 
 struct McpHttp::State {
-  State(engine::Engine& e, std::string v, McpHttpOptions o)
-      : engine(e), version(std::move(v)), options(std::move(o)) {}
+  State(engine::Gate& g, std::string v, McpHttpOptions o) : gate(g), version(std::move(v)), options(std::move(o)) {}
 
-  void HandlePost(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange, const std::string& key_id);
+  void HandlePost(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange, const ApiKey& key);
   void HandleDelete(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange, const std::string& key_id);
   // The session a request names, or the response to give instead.
   std::shared_ptr<Session> FindSession(const HttpRequest& request, const std::string& key_id, HttpResponse& error);
-  std::shared_ptr<Session> CreateSession(const std::string& key_id, HttpResponse& error);
+  std::shared_ptr<Session> CreateSession(const ApiKey& key, const std::string& peer, HttpResponse& error);
   // Runs one request through the session's McpServer and answers it (JSON or SSE).
   void Answer(const std::shared_ptr<Session>& session, const json& message, const std::shared_ptr<Exchange>& exchange,
               bool initialize);
   void Retire(std::shared_ptr<Session> session);  // mu held
   void Watch(std::stop_token stop);
 
-  engine::Engine& engine;
+  engine::Gate& gate;
   const std::string version;
   const McpHttpOptions options;
 
@@ -226,8 +203,8 @@ struct McpHttp::State {
   std::jthread watcher;  // last: stopped first
 };
 
-McpHttp::McpHttp(engine::Engine& engine, std::string version, McpHttpOptions options)
-    : state_(std::make_unique<State>(engine, std::move(version), std::move(options))) {
+McpHttp::McpHttp(engine::Gate& gate, std::string version, McpHttpOptions options)
+    : state_(std::make_unique<State>(gate, std::move(version), std::move(options))) {
   state_->watcher = std::jthread([state = state_.get()](std::stop_token stop) { state->Watch(stop); });
 }
 
@@ -275,7 +252,7 @@ size_t McpHttp::InFlight() const {
   return n;
 }
 
-void McpHttp::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const std::string& key_id) {
+void McpHttp::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key) {
   // Origin first, whatever the method: a browser page from elsewhere gets nothing (DNS rebinding).
   if (std::string_view origin = request.Header("origin"); !origin.empty()) {
     bool allowed = IsLoopbackOrigin(origin);
@@ -288,9 +265,9 @@ void McpHttp::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, co
     }
   }
   if (request.method == "POST") {
-    state_->HandlePost(request, exchange, key_id);
+    state_->HandlePost(request, exchange, key);
   } else if (request.method == "DELETE") {
-    state_->HandleDelete(request, exchange, key_id);
+    state_->HandleDelete(request, exchange, key.id);
   } else {
     exchange->Respond(MakeProblem(405, "method-not-allowed", "Method not allowed",
                                   request.method == "GET"
@@ -335,15 +312,20 @@ std::shared_ptr<Session> McpHttp::State::FindSession(const HttpRequest& request,
   return session;
 }
 
-std::shared_ptr<Session> McpHttp::State::CreateSession(const std::string& key_id, HttpResponse& error) {
-  std::string id = NewSessionId();
-  if (id.empty()) {
+std::shared_ptr<Session> McpHttp::State::CreateSession(const ApiKey& key, const std::string& peer,
+                                                       HttpResponse& error) {
+  const std::string& key_id = key.id;
+  // 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable.
+  auto random = RandomHex(16);
+  if (!random) {
     error = MakeProblem(500, "internal-error", "Internal error", "no randomness for a session id");
     return nullptr;
   }
+  const std::string id = std::move(*random);
   auto session = std::make_shared<Session>(id, key_id);
+  // The MCP session's tool calls are the key's, through the same gate as its /v1 requests.
   session->server = std::make_unique<McpServer>(
-      engine, version,
+      gate, CallerOf(key), engine::Origin{.transport = engine::Transport::kMcpHttp, .peer = peer}, version,
       [s = session.get()](const json& request_id, const std::string& line, bool last) {
         s->Deliver(request_id, line, last);
       });
@@ -392,7 +374,8 @@ void McpHttp::State::Retire(std::shared_ptr<Session> session) {
 }
 
 void McpHttp::State::HandlePost(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange,
-                                const std::string& key_id) {
+                                const ApiKey& key) {
+  const std::string& key_id = key.id;
   std::string_view accept = request.Header("accept");
   if (!Accepts(accept, "application/json") || !Accepts(accept, "text/event-stream")) {
     exchange->Respond(MakeProblem(400, "not-acceptable", "Accept must list application/json and text/event-stream",
@@ -446,7 +429,7 @@ void McpHttp::State::HandlePost(const HttpRequest& request, const std::shared_pt
                                     "initialize starts a new MCP session: send it without Mcp-Session-Id"));
       return;
     }
-    session = CreateSession(key_id, error);
+    session = CreateSession(key, request.peer, error);
   } else {
     session = FindSession(request, key_id, error);
   }

@@ -20,7 +20,8 @@
 #include <vector>
 
 #include "api/http/http_types.h"
-#include "engine/warm_engine.h"
+#include "api/http/auth.h"
+#include "engine/gate.h"
 
 namespace execbox::api {
 
@@ -33,14 +34,14 @@ struct McpHttpOptions {
 
 class McpHttp {
  public:
-  McpHttp(engine::Engine& engine, std::string version, McpHttpOptions options);
+  McpHttp(engine::Gate& gate, std::string version, McpHttpOptions options);
   ~McpHttp();  // waits for running tool calls
   McpHttp(const McpHttp&) = delete;
   McpHttp& operator=(const McpHttp&) = delete;
 
   // Any request whose path is /mcp. `key_id` is the authenticated key (MCP sessions are bound to
   // the key that created them). Returns at once: a tools/call goes on on its own thread.
-  void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const std::string& key_id);
+  void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key);
 
   // Cancels every running tool call (their streams end without a reply) and every one started
   // later: for shutdown, once the grace period is over.

@@ -38,6 +38,16 @@ std::string Escape(std::string_view value) {
   return out;
 }
 
+// {a="1",b="2"}
+std::string LabelSet(const std::vector<std::pair<std::string, std::string>>& labels) {
+  std::string out = "{";
+  for (const auto& [name, value] : labels) {
+    if (out.size() > 1) out += ",";
+    out.append(name).append("=\"").append(Escape(value)).append("\"");
+  }
+  return out + "}";
+}
+
 void Header(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
   out.append("# HELP ").append(name).append(" ").append(help).append("\n");
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
@@ -66,11 +76,12 @@ void Counter(std::string& out, std::string_view name, std::string_view help, std
 
 }  // namespace
 
-void Metrics::ExecutionFinished(std::string_view route, std::string_view status, double seconds) {
+void Metrics::Finished(std::string_view transport, std::string_view route, std::string_view status,
+                       double seconds) {
   if (!(seconds >= 0)) seconds = 0;  // negative or NaN
   std::lock_guard lock(mu_);
-  ++executions_[{std::string(route), std::string(status)}];
-  Histogram& h = latency_[std::string(route)];
+  ++executions_[{{"transport", std::string(transport)}, {"route", std::string(route)}, {"status", std::string(status)}}];
+  Histogram& h = latency_[{{"transport", std::string(transport)}, {"route", std::string(route)}}];
   for (size_t i = 0; i < kBuckets.size(); ++i) {
     if (seconds <= kBuckets[i]) {
       ++h.counts[i];
@@ -81,9 +92,9 @@ void Metrics::ExecutionFinished(std::string_view route, std::string_view status,
   h.sum += seconds;
 }
 
-void Metrics::Rejected(std::string_view reason) {
+void Metrics::Refused(std::string_view transport, std::string_view reason) {
   std::lock_guard lock(mu_);
-  ++rejected_[std::string(reason)];
+  ++rejected_[{{"transport", std::string(transport)}, {"reason", std::string(reason)}}];
 }
 
 void Metrics::Response(int status) {
@@ -100,34 +111,40 @@ std::string Metrics::Render(const Gauges& gauges) const {
   std::string out;
   std::lock_guard lock(mu_);
 
-  Header(out, "execbox_executions_total", "counter", "Executions finished, by route and result status.");
-  for (const auto& [key, value] : executions_) {
-    out.append("execbox_executions_total{route=\"").append(Escape(key.first));
-    out.append("\",status=\"").append(Escape(key.second)).append("\"} ");
+  Header(out, "execbox_executions_total", "counter",
+         "Executions finished, by transport, route and result status.");
+  for (const auto& [labels, value] : executions_) {
+    out.append("execbox_executions_total").append(LabelSet(labels)).append(" ");
     out.append(std::to_string(value)).append("\n");
   }
 
   Header(out, "execbox_execution_duration_seconds", "histogram",
-         "Wall time of finished executions, by route.");
-  for (const auto& [route, h] : latency_) {
-    const std::string label = Escape(route);
+         "Wall time of finished executions, by transport and route.");
+  for (const auto& [labels, h] : latency_) {
     uint64_t cumulative = 0;
     for (size_t i = 0; i < kBuckets.size(); ++i) {
       cumulative += h.counts[i];
-      out.append("execbox_execution_duration_seconds_bucket{route=\"").append(label);
-      out.append("\",le=\"").append(Number(kBuckets[i])).append("\"} ").append(std::to_string(cumulative));
-      out.append("\n");
+      Labels with_le = labels;
+      with_le.emplace_back("le", Number(kBuckets[i]));
+      out.append("execbox_execution_duration_seconds_bucket").append(LabelSet(with_le)).append(" ");
+      out.append(std::to_string(cumulative)).append("\n");
     }
-    out.append("execbox_execution_duration_seconds_bucket{route=\"").append(label);
-    out.append("\",le=\"+Inf\"} ").append(std::to_string(h.count)).append("\n");
-    out.append("execbox_execution_duration_seconds_sum{route=\"").append(label).append("\"} ");
+    Labels inf = labels;
+    inf.emplace_back("le", "+Inf");
+    out.append("execbox_execution_duration_seconds_bucket").append(LabelSet(inf)).append(" ");
+    out.append(std::to_string(h.count)).append("\n");
+    out.append("execbox_execution_duration_seconds_sum").append(LabelSet(labels)).append(" ");
     out.append(Number(h.sum)).append("\n");
-    out.append("execbox_execution_duration_seconds_count{route=\"").append(label).append("\"} ");
+    out.append("execbox_execution_duration_seconds_count").append(LabelSet(labels)).append(" ");
     out.append(std::to_string(h.count)).append("\n");
   }
 
-  Counter(out, "execbox_rejected_requests_total", "Requests refused before running, by reason.", "reason",
-          rejected_);
+  Header(out, "execbox_rejected_requests_total", "counter",
+         "Requests refused before running (or while waiting), by transport and reason.");
+  for (const auto& [labels, value] : rejected_) {
+    out.append("execbox_rejected_requests_total").append(LabelSet(labels)).append(" ");
+    out.append(std::to_string(value)).append("\n");
+  }
   Counter(out, "execbox_http_responses_total", "HTTP responses sent, by status code.", "code", responses_);
   Counter(out, "execbox_connections_dropped_total", "Connections closed by the server, by reason.", "reason",
           dropped_);

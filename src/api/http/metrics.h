@@ -8,6 +8,10 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
+
+#include "engine/gate.h"
 
 namespace execbox::api {
 
@@ -17,13 +21,19 @@ struct Gauges {
   size_t sessions = 0, connections = 0;
 };
 
-class Metrics {
+// Also the engine gate's observer: every execution and refusal, whatever the transport (HTTP,
+// MCP over HTTP), is counted here, labelled with its transport.
+class Metrics : public engine::GateObserver {
  public:
-  // One execution ended: `status` is the Result's status, `route` "execute" | "session".
-  void ExecutionFinished(std::string_view route, std::string_view status, double seconds);
-  // A request refused before running: reason "queue_full" | "rate_limited" | "key_concurrency"
-  // | "unauthorized" | "forbidden" | "bad_request" | "too_large" | "shutting_down" ...
-  void Rejected(std::string_view reason);
+  // One execution ended: `status` is the Result's status, `route` "execute" | "session" | "check".
+  void Finished(std::string_view transport, std::string_view route, std::string_view status,
+                double seconds) override;
+  // A request refused by the gate: reason "queue_full" | "rate_limited" | "key_concurrency" |
+  // "limit_exceeded" | "session_not_found" | "shutting_down" ...
+  void Refused(std::string_view transport, std::string_view reason) override;
+  // A request refused by the HTTP layer before it reached the gate: "unauthorized" |
+  // "bad_request" | "too_large" ...
+  void Rejected(std::string_view reason) { Refused("http", reason); }
   // Every HTTP response, by status code.
   void Response(int status);
   void ConnectionDropped(std::string_view reason);  // "header_timeout", "body_timeout", "limit"
@@ -40,9 +50,10 @@ class Metrics {
     double sum = 0;
   };
   mutable std::mutex mu_;
-  std::map<std::pair<std::string, std::string>, uint64_t> executions_;  // (route, status)
-  std::map<std::string, Histogram> latency_;                            // by route
-  std::map<std::string, uint64_t> rejected_;
+  using Labels = std::vector<std::pair<std::string, std::string>>;  // name, value
+  std::map<Labels, uint64_t> executions_;  // transport, route, status
+  std::map<Labels, Histogram> latency_;    // transport, route
+  std::map<Labels, uint64_t> rejected_;    // transport, reason
   std::map<int, uint64_t> responses_;
   std::map<std::string, uint64_t> dropped_;
 };

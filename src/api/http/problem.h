@@ -6,6 +6,7 @@
 #include <string>
 
 #include "api/http/http_types.h"
+#include "engine/refusal.h"
 
 namespace execbox::api {
 
@@ -18,6 +19,10 @@ struct Problem {
   // Extra response headers (Retry-After for 429, WWW-Authenticate for 401).
   std::vector<std::pair<std::string, std::string>> headers;
 };
+
+// The problem for a refusal of the engine's gate: its kind becomes the status (400, 404, 409,
+// 413, 422, 429, 503, 500), Retry-After comes with 429 and 503.
+Problem ProblemOf(const engine::Refusal& refusal);
 
 // The application/problem+json response for it ("instance" is left out: no request ids yet).
 HttpResponse ProblemResponse(const Problem& problem);

@@ -15,10 +15,8 @@ using nlohmann::json;
 
 const char* const kInstructions =
     "execbox runs Python 3 in an isolated sandbox with numpy, pandas, matplotlib and scipy; call "
-    "execute_python "
-    "with code and read stdout, errors and figures from the result. Use create_session and pass its "
-    "session_id "
-    "to keep variables between calls.";
+    "execute_python with code and read stdout, errors and figures from the result. Use create_session "
+    "and pass its session_id to keep variables between calls.";
 
 bool ValidId(const json& id) { return id.is_string() || id.is_number_integer(); }
 
@@ -52,10 +50,23 @@ class ProgressTicker {
 
 }  // namespace
 
-McpServer::McpServer(engine::Engine& engine, std::string version, McpWrite write)
-    : engine_(engine), version_(std::move(version)), write_(std::move(write)) {}
+McpServer::McpServer(engine::Gate& gate, engine::Caller caller, engine::Origin origin, std::string version,
+                     McpWrite write)
+    : gate_(gate),
+      caller_(std::move(caller)),
+      origin_(std::move(origin)),
+      version_(std::move(version)),
+      write_(std::move(write)) {}
 
-McpServer::~McpServer() { Drain(); }
+McpServer::~McpServer() {
+  Drain();
+  std::set<std::string> open;
+  {
+    std::lock_guard lock(sessions_mu_);
+    open.swap(sessions_);
+  }
+  for (const auto& id : open) (void)gate_.CloseSession(caller_, id, origin_);
+}
 
 void McpServer::Send(const json& message, const json& request_id, bool last) {
   std::string line = message.is_null() ? std::string() : Serialize(message);
@@ -120,7 +131,7 @@ void McpServer::Dispatch(const json& message) {
   } else if (method == "ping") {
     Send(MakeResult(id, json::object()), id);
   } else if (method == "tools/list") {
-    Send(MakeResult(id, {{"tools", ToolDefinitions()}}), id);
+    Send(MakeResult(id, {{"tools", ToolDefinitions(gate_.limits())}}), id);
   } else if (method == "tools/call") {
     StartToolCall(id, params);
   } else {
@@ -169,10 +180,11 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     Send(MakeError(id, kInvalidParams, "'arguments' must be an object"), id);
     return;
   }
+  const std::string tool = name->get<std::string>();
   bool known = false;
-  for (const auto& tool : ToolDefinitions()) known = known || tool["name"] == *name;
+  for (const auto& definition : ToolDefinitions(gate_.limits())) known = known || definition["name"] == tool;
   if (!known) {
-    Send(MakeError(id, kInvalidParams, "unknown tool: " + name->get<std::string>()), id);
+    Send(MakeError(id, kInvalidParams, "unknown tool: " + tool), id);
     return;
   }
   json progress_token = nullptr;
@@ -193,26 +205,51 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     Send(MakeError(id, kInvalidRequest, "request id already in use by a running call"), id);
     return;
   }
-  std::thread([this, id, tool = name->get<std::string>(), arguments, progress_token, call] {
+  if (tool != "execute_python") {
+    std::thread([this, id, tool, arguments, call] {
+      json result;
+      try {
+        result = SessionTool(tool, arguments);
+      } catch (const std::exception& e) {
+        result = ToolError(std::string("internal error: ") + e.what());
+      }
+      Finish(id, call, std::move(result));
+    }).detach();
+    return;
+  }
+  // Bad arguments and refusals are tool errors, not protocol errors (MCP 2025-11-25): the model
+  // can act on them. Both are decided here, before a thread exists for the call.
+  auto request = ParseExecuteArguments(arguments);
+  if (!request) return Finish(id, call, RefusalToolResult(request.error()));
+  auto admitted = gate_.Admit(caller_, std::move(*request), origin_);
+  if (!admitted) return Finish(id, call, RefusalToolResult(admitted.error()));
+  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
+  std::thread([this, id, progress_token, call, work] {
     json result;
     try {
-      result = RunTool(id, tool, arguments, progress_token, call->cancel);
+      ProgressTicker ticker(progress_token, [this, id](const json& m) { Send(m, id, /*last=*/false); });
+      auto outcome = gate_.Run(std::move(*work), engine::ExecuteOptions{.cancel = &call->cancel});
+      result = outcome ? ExecutionToolResult(*outcome) : RefusalToolResult(outcome.error());
     } catch (const std::exception& e) {
       result = ToolError(std::string("internal error: ") + e.what());
     }
-    {
-      // Out of the map first: from here a cancellation cannot arrive, and the id is free again
-      // by the time the client has the reply.
-      std::lock_guard lock(calls_mu_);
-      calls_.erase(Key(id));
-    }
-    // A cancelled request gets no reply (the client has stopped waiting for it), only the
-    // transport's note that the request is over.
-    Send(call->cancel ? json(nullptr) : MakeResult(id, std::move(result)), id);
-    std::lock_guard lock(calls_mu_);
-    --running_;
-    calls_done_.notify_all();
+    Finish(id, call, std::move(result));
   }).detach();
+}
+
+void McpServer::Finish(const json& id, const std::shared_ptr<Call>& call, json result) {
+  {
+    // Out of the map first: from here a cancellation cannot arrive, and the id is free again
+    // by the time the client has the reply.
+    std::lock_guard lock(calls_mu_);
+    calls_.erase(Key(id));
+  }
+  // A cancelled request gets no reply (the client has stopped waiting for it), only the
+  // transport's note that the request is over.
+  Send(call->cancel ? json(nullptr) : MakeResult(id, std::move(result)), id);
+  std::lock_guard lock(calls_mu_);
+  --running_;
+  calls_done_.notify_all();
 }
 
 void McpServer::Drain() {
@@ -220,56 +257,26 @@ void McpServer::Drain() {
   calls_done_.wait(lock, [this] { return running_ == 0; });
 }
 
-json McpServer::RunTool(const json& id, const std::string& name, const json& arguments,
-                        const json& progress_token, const std::atomic<bool>& cancel) {
-  if (name == "execute_python") return ExecutePython(id, arguments, progress_token, cancel);
-  return SessionTool(name, arguments);
-}
-
-json McpServer::ExecutePython(const json& id, const json& arguments, const json& progress_token,
-                              const std::atomic<bool>& cancel) {
-  // Bad arguments are a tool error, not a protocol error (MCP 2025-11-25): the model can fix them.
-  auto args = ParseExecuteArguments(arguments);
-  if (!args) return ToolError("invalid arguments: " + args.error().message);
-  runtime::PythonProgram program;
-  program.code = args->code;
-  program.limits.wall_time = std::chrono::milliseconds(static_cast<int64_t>(args->timeout_seconds * 1000));
-  // The CPU limit follows the wall limit: a longer timeout asked for is meant to be usable.
-  program.limits.cpu_time = program.limits.wall_time;
-  engine::ExecuteOptions options{.cancel = &cancel};
-  ProgressTicker ticker(progress_token, [this, id](const json& m) { Send(m, id, /*last=*/false); });
-
-  if (args->session_id) {
-    engine::Sessions* sessions = engine_.sessions();
-    if (sessions == nullptr)
-      return ToolError("sessions need the warm worker pool, which could not start on this host");
-    auto result = sessions->Execute(*args->session_id, program, options);
-    if (!result) return ToolError(result.error().message);
-    return ExecutionToolResult(*result);
-  }
-  auto result = engine_.Execute(program, options);
-  if (!result) return ToolError(result.error().message);
-  return ExecutionToolResult(*result);
-}
-
 json McpServer::SessionTool(const std::string& name, const json& arguments) {
-  engine::Sessions* sessions = engine_.sessions();
-  if (sessions == nullptr)
-    return ToolError("sessions need the warm worker pool, which could not start on this host");
   if (name == "create_session") {
-    auto info = sessions->Create();
-    if (!info) return ToolError(info.error().message);
+    auto limits = ParseCreateSessionArguments(arguments);
+    if (!limits) return RefusalToolResult(limits.error());
+    auto info = gate_.CreateSession(caller_, *limits, origin_);
+    if (!info) return RefusalToolResult(info.error());
+    {
+      std::lock_guard lock(sessions_mu_);
+      sessions_.insert(info->id);
+    }
     return StructuredToolResult({{"session_id", info->id}});
   }
   auto id = StringArgument(arguments, "session_id");
   if (!id) return ToolError("invalid arguments: " + id.error().message);
-  if (name == "fork_session") {
-    auto info = sessions->Fork(*id);
-    if (!info) return ToolError(info.error().message);
-    return StructuredToolResult({{"session_id", info->id}});
+  auto closed = gate_.CloseSession(caller_, *id, origin_);
+  {
+    std::lock_guard lock(sessions_mu_);
+    sessions_.erase(*id);
   }
-  auto deleted = sessions->Delete(*id);
-  if (!deleted) return ToolError(deleted.error().message);
+  if (!closed) return RefusalToolResult(closed.error());
   return StructuredToolResult({{"session_id", *id}});
 }
 

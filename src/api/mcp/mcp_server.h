@@ -3,6 +3,11 @@
 // runs on its own thread, so ping and notifications/cancelled are answered while code runs.
 // Every message written says which client request it belongs to, so a transport that answers
 // each request on its own channel (Streamable HTTP) can route it; stdio ignores that.
+// Every tool call goes through the engine's gate as one caller (the API key over HTTP, the
+// local user over stdio): limits, admission, session ownership and the audit log are the
+// gate's. An execute_python call is admitted on the transport's thread, before a thread is
+// started for it, so a flood of calls is refused at once. Sessions created through an
+// McpServer are closed when it ends (end of input, DELETE /mcp or the MCP session's expiry).
 #pragma once
 
 #include <atomic>
@@ -11,11 +16,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
-#include "engine/warm_engine.h"
+#include "engine/gate.h"
 
 namespace execbox::api {
 
@@ -32,8 +38,9 @@ using McpWrite = std::function<void(const nlohmann::json& request_id, const std:
 
 class McpServer {
  public:
-  McpServer(engine::Engine& engine, std::string version, McpWrite write);
-  ~McpServer();  // waits for in-flight calls
+  McpServer(engine::Gate& gate, engine::Caller caller, engine::Origin origin, std::string version,
+            McpWrite write);
+  ~McpServer();  // waits for in-flight calls, then closes the sessions created through it
   McpServer(const McpServer&) = delete;
   McpServer& operator=(const McpServer&) = delete;
 
@@ -60,14 +67,14 @@ class McpServer {
   void Dispatch(const nlohmann::json& message);
   nlohmann::json Initialize(const nlohmann::json& params);
   void StartToolCall(const nlohmann::json& id, const nlohmann::json& params);
+  // The call's reply (none when it was cancelled); the request id is free again after it.
+  void Finish(const nlohmann::json& id, const std::shared_ptr<Call>& call, nlohmann::json result);
   void Cancel(const nlohmann::json& params);
-  nlohmann::json RunTool(const nlohmann::json& id, const std::string& name, const nlohmann::json& arguments,
-                         const nlohmann::json& progress_token, const std::atomic<bool>& cancel);
-  nlohmann::json ExecutePython(const nlohmann::json& id, const nlohmann::json& arguments,
-                               const nlohmann::json& progress_token, const std::atomic<bool>& cancel);
   nlohmann::json SessionTool(const std::string& name, const nlohmann::json& arguments);
 
-  engine::Engine& engine_;
+  engine::Gate& gate_;
+  const engine::Caller caller_;
+  const engine::Origin origin_;
   std::string version_;
   McpWrite write_;
   std::mutex write_mu_;
@@ -77,6 +84,9 @@ class McpServer {
   std::map<std::string, std::shared_ptr<Call>> calls_;  // by the request id's JSON text
   size_t running_ = 0;
   bool cancel_all_ = false;
+
+  std::mutex sessions_mu_;
+  std::set<std::string> sessions_;  // created through this server, not yet closed
 };
 
 }  // namespace execbox::api

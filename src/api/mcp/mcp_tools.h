@@ -1,33 +1,34 @@
-// The MCP tools' definitions (names, descriptions, JSON Schemas) and how an engine Result
-// becomes a tool result a model can read: a compact text block, one image block per figure,
-// and structuredContent that validates against execute_python's outputSchema.
+// The MCP tools' definitions (names, descriptions, JSON Schemas, with this server's limits) and
+// how a gate's Result or Refusal becomes a tool result a model can read: the one text
+// rendering of a Result (engine/result_text.h), one image block per figure, and
+// structuredContent that is the Result's JSON with the same names (images replaced by their
+// index in `content`, files without their bytes).
 #pragma once
 
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string>
 
 #include "base/error.h"
+#include "engine/gate.h"
 #include "engine/result.h"
 
 namespace execbox::api {
 
 // tools/list's "tools" array.
-nlohmann::json ToolDefinitions();
+nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits);
 
-struct ExecuteArguments {
-  std::string code;
-  std::optional<std::string> session_id;
-  double timeout_seconds = 30;
-};
-
-// Checks execute_python's arguments; the error text is meant for the model to correct itself.
-Expected<ExecuteArguments> ParseExecuteArguments(const nlohmann::json& arguments);
-// A required string argument (session_id for the session tools).
+// execute_python's arguments {code, session_id?, <limit>?...} as the gate's request. A bad
+// argument is a refusal whose detail is meant for the model to correct itself.
+engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments);
+// create_session's arguments: the limits the session is created with.
+engine::Refused<engine::LimitOverrides> ParseCreateSessionArguments(const nlohmann::json& arguments);
+// A required string argument (session_id for close_session).
 Expected<std::string> StringArgument(const nlohmann::json& arguments, const std::string& name);
 
-// The CallToolResult for one execution.
+// The CallToolResult for one execution; isError for any status but ok.
 nlohmann::json ExecutionToolResult(const engine::Result& result);
+// A request the gate refused: isError and "[execbox] refused (TYPE): DETAIL" as text.
+nlohmann::json RefusalToolResult(const engine::Refusal& refusal);
 // A CallToolResult carrying only a structured value (and its JSON as text, for older clients).
 nlohmann::json StructuredToolResult(nlohmann::json value);
 // A failed tool call, isError set: the model reads the message.

@@ -1,5 +1,6 @@
-// The audit log: one JSON line per execution (time, key id, session, SHA-256 of the code,
-// status, usage), and the code itself only when configured. Lines are written whole, one
+// The audit log: one JSON line per request that reaches the engine's gate (time, caller,
+// transport, route, session, SHA-256 of the code, status or refusal, usage), and the code
+// itself only when configured. Lines are written whole, one
 // write(2) each, to a file opened O_APPEND, so concurrent executions never interleave.
 #pragma once
 
@@ -11,16 +12,17 @@
 #include "base/error.h"
 #include "base/unique_fd.h"
 
-namespace execbox::api {
+namespace execbox::engine {
 
 struct AuditRecord {
-  std::string key_id;
+  std::string caller_id;
+  std::string transport;   // "http" | "mcp_http" | "mcp_stdio" | "cli"
+  std::string route;       // "execute" | "session" | "check" | "session_create" | "session_close"
   std::string session_id;  // "" for a one-shot execution
-  std::string route;       // "execute" | "session" | "mcp"
   std::string code;
-  std::string status;      // the Result's status, or "rejected:<reason>"
-  nlohmann::json usage;    // the Result's usage object
-  std::string peer;
+  std::string status;      // the Result's status, or "refused:<type>"
+  nlohmann::json usage;    // the Result's usage object, or null
+  std::string peer;        // the client's address, when there is one
 };
 
 class AuditLog {
@@ -37,4 +39,4 @@ class AuditLog {
   bool write_failed_ = false;  // reported once on stderr
 };
 
-}  // namespace execbox::api
+}  // namespace execbox::engine

@@ -1,85 +1,93 @@
-#include "api/http/admission.h"
+#include "engine/admission.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <utility>
 
-namespace execbox::api {
+namespace execbox::engine {
 
 namespace {
 
-Problem TooMany(std::string type, std::string title, std::string detail, long retry_after) {
-  return Problem{.status = 429,
+Refusal TooMany(std::string type, std::string title, std::string detail, long retry_after) {
+  return Refusal{.kind = RefusalKind::kTooMany,
                  .type = std::move(type),
                  .title = std::move(title),
                  .detail = std::move(detail),
-                 .headers = {{"Retry-After", std::to_string(std::max(retry_after, 1L))}}};
+                 .retry_after_seconds = static_cast<int>(std::max(retry_after, 1L))};
 }
 
-Problem ShuttingDown() {
-  return Problem{.status = 503,
-                 .type = "shutting-down",
-                 .title = "Shutting down",
-                 .detail = "the server is shutting down and accepts no new executions"};
+std::string Rate(double per_second) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", per_second);
+  return buf;
 }
 
 }  // namespace
 
+Refusal ShuttingDown() {
+  return Refusal{.kind = RefusalKind::kUnavailable,
+                 .type = "shutting-down",
+                 .title = "Shutting down",
+                 .detail = "the server is shutting down and accepts no new executions",
+                 .retry_after_seconds = 5};
+}
+
 Ticket::Ticket(Ticket&& other) noexcept
     : admission_(std::exchange(other.admission_, nullptr)),
-      key_id_(std::move(other.key_id_)),
+      caller_id_(std::move(other.caller_id_)),
       waiting_seq_(std::exchange(other.waiting_seq_, std::nullopt)) {}
 
 Ticket& Ticket::operator=(Ticket&& other) noexcept {
   if (this != &other) {
-    if (admission_ != nullptr) admission_->Leave(key_id_, waiting_seq_);
+    if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_);
     admission_ = std::exchange(other.admission_, nullptr);
-    key_id_ = std::move(other.key_id_);
+    caller_id_ = std::move(other.caller_id_);
     waiting_seq_ = std::exchange(other.waiting_seq_, std::nullopt);
   }
   return *this;
 }
 
 Ticket::~Ticket() {
-  if (admission_ != nullptr) admission_->Leave(key_id_, waiting_seq_);
+  if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_);
 }
 
 Admission::Admission(size_t max_running, size_t max_queue)
     : max_running_(std::max<size_t>(max_running, 1)), max_queue_(max_queue) {}
 
-std::expected<Ticket, Problem> Admission::Reserve(const ApiKey& key) {
+Refused<Ticket> Admission::Reserve(const Caller& caller) {
   std::lock_guard lock(mu_);
   if (closed_) return std::unexpected(ShuttingDown());
 
-  // Rate: a token bucket per key id, full on first use. A rate of 0 or less means no limit.
-  // The token is taken only when the request is admitted: a refusal costs the key nothing.
+  // Rate: a token bucket per caller, full on first use. A rate of 0 or less means no limit.
+  // The token is taken only when the request is admitted: a refusal costs the caller nothing.
   const auto now = std::chrono::steady_clock::now();
-  const bool fresh = keys_.find(key.id) == keys_.end();
-  Bucket& bucket = keys_[key.id];
-  if (key.rate_per_second > 0) {
-    const double burst = std::max(key.burst, 1.0);
+  const bool fresh = callers_.find(caller.id) == callers_.end();
+  Bucket& bucket = callers_[caller.id];
+  if (caller.rate_per_second > 0) {
+    const double burst = std::max(caller.burst, 1.0);
     if (fresh) {
       bucket.tokens = burst;
     } else {
       const double elapsed = std::chrono::duration<double>(now - bucket.refilled).count();
-      bucket.tokens = std::min(burst, bucket.tokens + elapsed * key.rate_per_second);
+      bucket.tokens = std::min(burst, bucket.tokens + elapsed * caller.rate_per_second);
     }
     bucket.refilled = now;
     if (bucket.tokens < 1) {
-      const double wait = (1 - bucket.tokens) / key.rate_per_second;
+      const double wait = (1 - bucket.tokens) / caller.rate_per_second;
       const auto retry = static_cast<long>(std::min(std::ceil(wait), 86400.0));
       return std::unexpected(TooMany("rate-limited", "Rate limit exceeded",
-                                     "key '" + key.id + "' is over its rate of " +
-                                         std::to_string(key.rate_per_second) + " requests per second",
+                                     "caller '" + caller.id + "' is over its rate of " +
+                                         Rate(caller.rate_per_second) + " executions per second",
                                      retry));
     }
   }
 
-  // This key's executions running or waiting (0 is treated as 1).
-  const size_t max_concurrent = std::max<size_t>(key.max_concurrent, 1);
+  // This caller's executions running or waiting (0 is treated as 1).
+  const size_t max_concurrent = std::max<size_t>(caller.max_concurrent, 1);
   if (bucket.active >= max_concurrent) {
     return std::unexpected(TooMany("key-concurrency", "Too many concurrent executions",
-                                   "key '" + key.id + "' already has " + std::to_string(bucket.active) +
+                                   "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
                                        " executions running or queued (its limit is " +
                                        std::to_string(max_concurrent) + ")",
                                    1));
@@ -93,27 +101,27 @@ std::expected<Ticket, Problem> Admission::Reserve(const ApiKey& key) {
                                        std::to_string(queued_) + " are queued (the limits); retry later",
                                    1));
   }
-  if (key.rate_per_second > 0) bucket.tokens -= 1;
+  if (caller.rate_per_second > 0) bucket.tokens -= 1;
   ++bucket.active;
   if (run_now) {
     ++running_;
-    return Ticket(this, key.id);
+    return Ticket(this, caller.id);
   }
-  Ticket ticket(this, key.id);
+  Ticket ticket(this, caller.id);
   ticket.waiting_seq_ = next_seq_++;
   waiting_.insert(*ticket.waiting_seq_);
   ++queued_;
   return ticket;
 }
 
-std::expected<void, Problem> Admission::Wait(Ticket& ticket, const std::atomic<bool>* cancel) {
+Refused<void> Admission::Wait(Ticket& ticket, const std::atomic<bool>* cancel) {
   if (!ticket.waiting_seq_) return {};
   std::unique_lock lock(mu_);
   const uint64_t seq = *ticket.waiting_seq_;
   while (true) {
     if (closed_) return std::unexpected(ShuttingDown());  // the ticket's destructor dequeues it
     if (cancel != nullptr && cancel->load()) {
-      return std::unexpected(Problem{.status = 503,
+      return std::unexpected(Refusal{.kind = RefusalKind::kUnavailable,
                                      .type = "cancelled",
                                      .title = "Cancelled",
                                      .detail = "the request was cancelled while waiting for a slot"});
@@ -130,19 +138,17 @@ std::expected<void, Problem> Admission::Wait(Ticket& ticket, const std::atomic<b
   return {};
 }
 
-std::expected<Ticket, Problem> Admission::Enter(const ApiKey& key, const std::atomic<bool>* cancel) {
-  auto ticket = Reserve(key);
-  if (!ticket) return ticket;
-  if (auto waited = Wait(*ticket, cancel); !waited) return std::unexpected(waited.error());
-  return ticket;
-}
-
 void Admission::Close() {
   {
     std::lock_guard lock(mu_);
     closed_ = true;
   }
   freed_.notify_all();
+}
+
+bool Admission::closed() const {
+  std::lock_guard lock(mu_);
+  return closed_;
 }
 
 size_t Admission::running() const {
@@ -164,10 +170,10 @@ void Admission::Leave(const std::string& key_id, std::optional<uint64_t> waiting
     } else if (running_ > 0) {
       --running_;
     }
-    auto it = keys_.find(key_id);
-    if (it != keys_.end() && it->second.active > 0) --it->second.active;
+    auto it = callers_.find(key_id);
+    if (it != callers_.end() && it->second.active > 0) --it->second.active;
   }
   freed_.notify_all();
 }
 
-}  // namespace execbox::api
+}  // namespace execbox::engine

@@ -1,4 +1,4 @@
-#include "api/http/audit.h"
+#include "engine/audit.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,9 +9,9 @@
 #include <ctime>
 #include <string_view>
 
-#include "api/http/auth.h"
+#include "base/sha256.h"
 
-namespace execbox::api {
+namespace execbox::engine {
 
 namespace {
 
@@ -51,7 +51,8 @@ Expected<std::unique_ptr<AuditLog>> AuditLog::Open(const std::string& path, bool
 void AuditLog::Write(const AuditRecord& record) {
   nlohmann::ordered_json line;
   line["time"] = Now();
-  line["key_id"] = record.key_id;
+  line["key_id"] = record.caller_id;
+  line["transport"] = record.transport;
   line["session_id"] =
       record.session_id.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(record.session_id);
   line["route"] = record.route;
@@ -81,4 +82,4 @@ void AuditLog::Write(const AuditRecord& record) {
   }
 }
 
-}  // namespace execbox::api
+}  // namespace execbox::engine

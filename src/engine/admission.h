@@ -1,0 +1,87 @@
+// Admission control: a bounded number of executions run at once and a bounded number wait;
+// past both a request is refused at once (retry later), never dropped later. Per caller: a
+// token-bucket rate and a cap on its executions running or waiting. Only the gate uses it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "engine/refusal.h"
+
+namespace execbox::engine {
+
+// Who asks: an API key over HTTP, or the local user of the CLI and of MCP over stdio.
+struct Caller {
+  std::string id;              // shown in logs, metrics and the audit log; never a secret
+  size_t max_concurrent = 8;   // executions of this caller running or queued at once
+  double rate_per_second = 0;  // sustained executions per second (token bucket); <= 0: no limit
+  double burst = 40;           // ... with this many at once
+};
+
+class Admission;
+
+// A slot, running or queued; released when destroyed.
+class Ticket {
+ public:
+  Ticket() = default;
+  Ticket(Ticket&& other) noexcept;
+  Ticket& operator=(Ticket&& other) noexcept;
+  ~Ticket();
+  bool queued() const { return waiting_seq_.has_value(); }
+
+ private:
+  friend class Admission;
+  Ticket(Admission* admission, std::string caller_id)
+      : admission_(admission), caller_id_(std::move(caller_id)) {}
+  Admission* admission_ = nullptr;
+  std::string caller_id_;
+  std::optional<uint64_t> waiting_seq_;  // set while queued, not yet running
+};
+
+class Admission {
+ public:
+  Admission(size_t max_running, size_t max_queue);
+  // Never blocks: a running ticket, a queued one, or the refusal ("rate-limited",
+  // "key-concurrency", "queue-full", "shutting-down"). A refused request takes no rate token.
+  Refused<Ticket> Reserve(const Caller& caller);
+  // Turns a queued ticket into a running one ("shutting-down" on Close, "cancelled" when
+  // `cancel` is set meanwhile; the ticket then leaves the queue when destroyed).
+  Refused<void> Wait(Ticket& ticket, const std::atomic<bool>* cancel);
+  // Wakes every waiter with "shutting-down" and refuses new entries (graceful shutdown).
+  void Close();
+  bool closed() const;
+
+  size_t running() const;
+  size_t queued() const;
+
+ private:
+  friend class Ticket;
+  void Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq);
+  struct Bucket {
+    double tokens = 0;
+    std::chrono::steady_clock::time_point refilled;
+    size_t active = 0;  // running or waiting
+  };
+  mutable std::mutex mu_;
+  std::condition_variable freed_;
+  size_t max_running_, max_queue_;
+  size_t running_ = 0, queued_ = 0;
+  bool closed_ = false;
+  std::map<std::string, Bucket> callers_;
+  // Waiters in arrival order (sequence numbers): a freed slot goes to the oldest, and a new
+  // request never overtakes the queue.
+  std::set<uint64_t> waiting_;
+  uint64_t next_seq_ = 0;
+};
+
+// The refusal every front end gives while the server is shutting down.
+Refusal ShuttingDown();
+
+}  // namespace execbox::engine

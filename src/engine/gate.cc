@@ -1,0 +1,312 @@
+#include "engine/gate.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "base/random.h"
+#include "engine/result_json.h"
+
+namespace execbox::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A check only parses and lints: it never needs more than this, whatever the defaults say.
+constexpr std::chrono::milliseconds kCheckWallTime{10'000};
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Client-chosen text (a session id) in a refusal: cut, so a megabyte of it does not come back.
+std::string Clipped(const std::string& text) { return text.size() <= 100 ? text : text.substr(0, 100) + "..."; }
+
+std::string Reason(std::string type) {
+  std::replace(type.begin(), type.end(), '-', '_');
+  return type;
+}
+
+}  // namespace
+
+const char* TransportName(Transport transport) {
+  switch (transport) {
+    case Transport::kHttp:
+      return "http";
+    case Transport::kMcpHttp:
+      return "mcp_http";
+    case Transport::kMcpStdio:
+      return "mcp_stdio";
+    case Transport::kCli:
+      break;
+  }
+  return "cli";
+}
+
+Refusal SessionNotFound(const std::string& id) {
+  return Refusal{.kind = RefusalKind::kNotFound,
+                 .type = "session-not-found",
+                 .title = "Session not found",
+                 .detail = "no session " + Clipped(id) + " (closed, expired, or never created)"};
+}
+
+Refusal SessionsUnavailable() {
+  return Refusal{.kind = RefusalKind::kConflict,
+                 .type = "sessions-unavailable",
+                 .title = "Sessions unavailable",
+                 .detail = "sessions need the warm pool, which this server runs without (see `execbox doctor`)"};
+}
+
+Gate::Gate(Engine& engine, GateOptions options)
+    : engine_(engine),
+      options_(std::move(options)),
+      max_running_(options_.max_running != 0
+                       ? options_.max_running
+                       : std::max<size_t>(2, 2 * (engine.pool() ? engine.pool()->options().workers : 1))),
+      admission_(max_running_, options_.max_queue) {}
+
+Refusal Gate::Internal(const std::string& what, const std::string& detail) const {
+  auto id = RandomHex(6);
+  const std::string incident = id ? *id : "unnumbered";
+  std::fprintf(stderr, "execbox: incident %s (%s): %s\n", incident.c_str(), what.c_str(), detail.c_str());
+  return Refusal{.kind = RefusalKind::kInternal,
+                 .type = "internal-error",
+                 .title = "Internal error",
+                 .detail = "the sandbox failed (incident " + incident + "; the server's log has the details)",
+                 .extra = {{"incident", incident}}};
+}
+
+void Gate::Scrub(Result& r) const {
+  if (r.status != Status::kInternalError || !r.error) return;
+  Refusal logged = Internal("execution", r.error->ename + ": " + r.error->evalue);
+  r.error->ename = "InternalError";
+  r.error->evalue = logged.detail;
+  r.error->traceback = {r.error->ename + ": " + r.error->evalue};
+  r.error->line.reset();
+  r.error->column.reset();
+  r.error->text.reset();
+}
+
+void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
+                 const std::string& code, const std::string& status, const nlohmann::json& usage) {
+  if (options_.audit == nullptr) return;
+  options_.audit->Write(AuditRecord{.caller_id = caller.id,
+                                    .transport = TransportName(origin.transport),
+                                    .route = route,
+                                    .session_id = session_id,
+                                    .code = code,
+                                    .status = status,
+                                    .usage = usage,
+                                    .peer = origin.peer});
+}
+
+Refusal Gate::Reject(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
+                     const std::string& code, Refusal refusal) {
+  Audit(caller, origin, route, session_id, code, "refused:" + refusal.type, nullptr);
+  if (options_.observer != nullptr) options_.observer->Refused(TransportName(origin.transport), Reason(refusal.type));
+  return refusal;
+}
+
+Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides, const jail::Limits* session) const {
+  if (session == nullptr) return ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
+  for (const auto& o : overrides) {
+    const LimitSpec& spec = *o.spec;
+    if (spec.scope != LimitScope::kChildCreation || spec.Base(o.value) == spec.get(*session)) continue;
+    const std::string name(spec.name);
+    const double value = spec.Value(*session);
+    return Refuse(RefusalKind::kUnprocessable, "limit-fixed", "Limit fixed when the session was created",
+                  "'" + (o.field.empty() ? "limits." + name : o.field) +
+                      "' can only be set when a session is created; this session has " +
+                      std::to_string(static_cast<uint64_t>(value)) + std::string(spec.suffix()),
+                  {{"limit", name}, {"requested", o.sent}, {"session_value", value}});
+  }
+  return ApplyLimitOverrides(options_.limits, *session, overrides);
+}
+
+Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
+  uint64_t total = 0;
+  for (const auto& f : program.inputs) total += f.content.size();
+  const uint64_t room = program.limits.work_dir_bytes, most = options_.limits.maxima.work_dir_bytes;
+  if (total <= room) return {};
+  std::string hint = room < most ? " (raise limits.disk_mb, up to " + std::to_string(most / kMiB) + ")" : "";
+  return Refuse(RefusalKind::kTooLarge, "inputs-too-large", "Input files too large",
+                "the input files hold " + std::to_string(total) + " bytes, more than the work dir's " +
+                    std::to_string(room) + hint,
+                {{"field", "files"}, {"total_bytes", total}, {"work_dir_bytes", room}});
+}
+
+Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, const Origin& origin) {
+  const bool check = request.program.mode == runtime::Mode::kCheck;
+  const char* route = check ? "check" : request.session_id ? "session" : "execute";
+  const std::string session_id = request.session_id.value_or("");
+  auto refuse = [&](Refusal r) {
+    return std::unexpected(Reject(caller, origin, route, session_id, request.program.code, std::move(r)));
+  };
+  if (closed()) return refuse(ShuttingDown());
+  std::optional<jail::Limits> session_limits;
+  if (request.session_id) {
+    if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
+    auto created = engine_.sessions()->CreatedWith(caller.id, session_id);
+    if (!created) return refuse(SessionNotFound(session_id));
+    session_limits = *created;
+  }
+  auto limits = ResolveLimits(request.limits, session_limits ? &*session_limits : nullptr);
+  if (!limits) return refuse(std::move(limits.error()));
+  request.program.limits = *limits;
+  if (check) request.program.limits.wall_time = std::min(limits->wall_time, kCheckWallTime);
+  if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
+  auto ticket = admission_.Reserve(caller);
+  if (!ticket) return refuse(std::move(ticket.error()));
+  Admitted admitted;
+  admitted.ticket = std::move(*ticket);
+  admitted.caller = caller;
+  admitted.origin = origin;
+  admitted.request = std::move(request);
+  admitted.route = route;
+  return admitted;
+}
+
+Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
+  const runtime::PythonProgram& program = a.request.program;
+  const std::string session_id = a.request.session_id.value_or("");
+  if (auto waited = admission_.Wait(a.ticket, options.cancel); !waited) {
+    return std::unexpected(Reject(a.caller, a.origin, a.route, session_id, program.code, std::move(waited.error())));
+  }
+  if (options.on_started) options.on_started();
+  const auto started = Clock::now();
+  Refused<Result> outcome;
+  if (program.mode == runtime::Mode::kCheck) {
+    // Parsing needs none of the warm stack: a cold jail, whose agent never runs the code.
+    auto r = engine::Execute(program, options);
+    if (r) outcome = std::move(*r);
+    else outcome = std::unexpected(Internal("check", r.error().message));
+  } else if (a.request.session_id) {
+    auto r = engine_.sessions()->Execute(a.caller.id, session_id, program, options);
+    if (r) outcome = std::move(*r);
+    else outcome = std::unexpected(FromSession(r.error(), session_id));
+  } else {
+    auto r = engine_.Execute(program, options);
+    if (r) outcome = std::move(*r);
+    else outcome = std::unexpected(Internal("execution", r.error().message));
+  }
+  { Ticket done = std::move(a.ticket); }  // the slot is free before the answer goes out
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  if (!outcome) {
+    Audit(a.caller, a.origin, a.route, session_id, program.code, "failed:" + outcome.error().type, nullptr);
+    if (options_.observer != nullptr) {
+      options_.observer->Refused(TransportName(a.origin.transport), Reason(outcome.error().type));
+    }
+    return outcome;
+  }
+  Result& r = *outcome;
+  if (closed() && r.error && r.error->ename == "Cancelled") {
+    r.error->evalue = "the server is shutting down; the execution was stopped";
+    r.error->traceback = {r.error->ename + ": " + r.error->evalue};
+  }
+  Scrub(r);
+  const char* status = StatusName(r.status);
+  Audit(a.caller, a.origin, a.route, session_id, program.code, status, UsageJson(r));
+  if (options_.observer != nullptr) {
+    options_.observer->Finished(TransportName(a.origin.transport), a.route, status, seconds);
+  }
+  return outcome;
+}
+
+Refused<Result> Gate::Execute(const Caller& caller, ExecutionRequest request, const Origin& origin,
+                              const ExecuteOptions& options) {
+  auto admitted = Admit(caller, std::move(request), origin);
+  if (!admitted) return std::unexpected(std::move(admitted.error()));
+  return Run(std::move(*admitted), options);
+}
+
+Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) const {
+  auto make = [&](RefusalKind kind, const char* type, const char* title) {
+    return Refusal{.kind = kind, .type = type, .title = title, .detail = failure.message};
+  };
+  switch (failure.kind) {
+    case SessionError::kNotFound:
+      return SessionNotFound(id);
+    case SessionError::kFull: {
+      Refusal r = make(RefusalKind::kTooMany, "sessions-full", "Too many sessions");
+      r.retry_after_seconds = 5;
+      return r;
+    }
+    case SessionError::kInvalid:
+      return make(RefusalKind::kBadRequest, "invalid-path", "Invalid file path");
+    case SessionError::kRefused:
+      return make(RefusalKind::kConflict, "file-refused", "File refused");
+    case SessionError::kUnsupported:
+      return make(RefusalKind::kConflict, "fork-unsupported", "Session fork unsupported");
+    case SessionError::kFileNotFound:
+      return make(RefusalKind::kNotFound, "file-not-found", "File not found");
+    case SessionError::kTooLarge:
+      return make(RefusalKind::kTooLarge, "file-too-large", "File too large");
+    case SessionError::kInternal:
+      break;
+  }
+  return Internal("session", failure.message);
+}
+
+Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
+                                         const Origin& origin) {
+  const char* route = "session_create";
+  auto refuse = [&](Refusal r) { return std::unexpected(Reject(caller, origin, route, "", "", std::move(r))); };
+  if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
+  auto limits = ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
+  if (!limits) return refuse(std::move(limits.error()));
+  // Making a session's child costs a fork of the warm interpreter: it takes a slot and the
+  // caller's rate like an execution, so a flood of creations is refused, not forked.
+  auto ticket = admission_.Reserve(caller);
+  if (!ticket) return refuse(std::move(ticket.error()));
+  if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
+  auto info = engine_.sessions()->Create(caller.id, *limits);
+  { Ticket done = std::move(*ticket); }
+  if (!info) return refuse(FromSession(info.error(), ""));
+  Audit(caller, origin, route, info->id, "", "created", nullptr);
+  return std::move(*info);
+}
+
+Refused<SessionInfo> Gate::Session(const Caller& caller, const std::string& id) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto info = engine_.sessions()->Info(caller.id, id);
+  if (!info) return std::unexpected(FromSession(info.error(), id));
+  return std::move(*info);
+}
+
+std::vector<SessionInfo> Gate::ListSessions(const Caller& caller) {
+  if (engine_.sessions() == nullptr) return {};
+  return engine_.sessions()->List(caller.id);
+}
+
+Refused<void> Gate::CloseSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  const char* route = "session_close";
+  if (engine_.sessions() == nullptr) return std::unexpected(Reject(caller, origin, route, id, "", SessionsUnavailable()));
+  auto closed = engine_.sessions()->Delete(caller.id, id);
+  if (!closed) return std::unexpected(Reject(caller, origin, route, id, "", FromSession(closed.error(), id)));
+  Audit(caller, origin, route, id, "", "closed", nullptr);
+  return {};
+}
+
+Refused<SessionInfo> Gate::ForkSession(const Caller& caller, const std::string& id) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto forked = engine_.sessions()->Fork(caller.id, id);
+  if (!forked) return std::unexpected(FromSession(forked.error(), id));
+  return std::move(*forked);
+}
+
+Refused<void> Gate::WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
+                                     std::string content) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto written = engine_.sessions()->WriteFile(caller.id, id, path, std::move(content));
+  if (!written) return std::unexpected(FromSession(written.error(), id));
+  return {};
+}
+
+Refused<std::string> Gate::ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
+                                           uint64_t max_bytes) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto content = engine_.sessions()->ReadFile(caller.id, id, path, max_bytes);
+  if (!content) return std::unexpected(FromSession(content.error(), id));
+  return std::move(*content);
+}
+
+void Gate::Close() { admission_.Close(); }
+
+}  // namespace execbox::engine

@@ -1,0 +1,151 @@
+// The gate: the one door every front end passes (HTTP /v1, MCP over HTTP and over stdio,
+// `execbox run`, `execbox check`, `execbox repl`). It takes a caller and a request, resolves
+// the limits through the limit schema (this server's defaults, the request's overrides, a
+// refusal above the maxima naming the limit), checks that a session belongs to its caller,
+// admits (the queue, the caller's rate and concurrency, shutting down), audits, runs, and
+// returns a Result or a typed Refusal. Front ends only translate their wire to and from it;
+// none of these rules is written anywhere else.
+//
+// An error text that leaves the gate never carries a host path or an internal detail: a
+// failure of the sandbox itself is reported with an incident id, and the details go to the
+// server's log (stderr) under that id.
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/admission.h"
+#include "engine/audit.h"
+#include "engine/limit_schema.h"
+#include "engine/refusal.h"
+#include "engine/warm_engine.h"
+
+namespace execbox::engine {
+
+enum class Transport { kHttp, kMcpHttp, kMcpStdio, kCli };
+// "http", "mcp_http", "mcp_stdio", "cli": the audit log's and the metrics' label.
+const char* TransportName(Transport transport);
+
+// Where a request came from.
+struct Origin {
+  Transport transport = Transport::kCli;
+  std::string peer;  // the client's address, when there is one
+};
+
+struct ExecutionRequest {
+  runtime::PythonProgram program;  // its limits are ignored: the gate resolves them
+  LimitOverrides limits;
+  std::optional<std::string> session_id;
+};
+
+// Metrics: told of every execution that ends and every refusal.
+class GateObserver {
+ public:
+  virtual ~GateObserver() = default;
+  // `route` is "execute", "session" or "check"; `status` the Result's.
+  virtual void Finished(std::string_view transport, std::string_view route, std::string_view status,
+                        double seconds) = 0;
+  // A request refused before it ran (or while it waited): the refusal's type, '-' as '_'.
+  virtual void Refused(std::string_view transport, std::string_view reason) = 0;
+};
+
+struct GateOptions {
+  LimitsConfig limits;
+  size_t max_running = 0;  // executions running at once; 0: two per warm worker, at least 2
+  size_t max_queue = 64;   // waiting beyond those; past it, a refusal
+  AuditLog* audit = nullptr;
+  GateObserver* observer = nullptr;
+};
+
+// An execution admitted and not yet run: it holds a running or a queued slot, released when
+// it is destroyed. Made by Gate::Admit, spent by Gate::Run.
+class Admitted {
+ public:
+  Admitted(Admitted&&) = default;
+  Admitted& operator=(Admitted&&) = default;
+  // What will run: the program with its resolved limits.
+  const ExecutionRequest& resolved() const { return request; }
+
+ private:
+  friend class Gate;
+  Admitted() = default;
+  Ticket ticket;
+  Caller caller;
+  Origin origin;
+  ExecutionRequest request;  // limits resolved into request.program.limits
+  const char* route = "execute";
+};
+
+class Gate {
+ public:
+  Gate(Engine& engine, GateOptions options);
+  Gate(const Gate&) = delete;
+  Gate& operator=(const Gate&) = delete;
+
+  Engine& engine() { return engine_; }
+  const LimitsConfig& limits() const { return options_.limits; }
+  size_t max_running() const { return max_running_; }
+  size_t max_queue() const { return options_.max_queue; }
+  bool sessions_available() { return engine_.sessions() != nullptr; }
+
+  // Decides at once, never blocking (a front end may call it on its I/O thread, so a flood of
+  // refused requests costs no thread): the limits, the session's owner, the caller's rate and
+  // concurrency, the queue. A refusal is audited and counted here.
+  Refused<Admitted> Admit(const Caller& caller, ExecutionRequest request, const Origin& origin);
+  // Waits for a running slot if the admission was queued (`options.cancel` stops the wait),
+  // runs, audits, counts. The slot is free again when this returns.
+  Refused<Result> Run(Admitted admitted, const ExecuteOptions& options);
+  // Admit and Run, for a caller that has a thread of its own anyway.
+  Refused<Result> Execute(const Caller& caller, ExecutionRequest request, const Origin& origin,
+                          const ExecuteOptions& options = {});
+
+  // Sessions. Each belongs to the caller that created it; to any other it does not exist.
+  // `limits` at creation become the defaults of the session's executions, and fix for good the
+  // limits only a new child can take.
+  Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin);
+  Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
+  std::vector<SessionInfo> ListSessions(const Caller& caller);
+  Refused<void> CloseSession(const Caller& caller, const std::string& id, const Origin& origin);
+  Refused<SessionInfo> ForkSession(const Caller& caller, const std::string& id);
+  Refused<void> WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
+                                 std::string content);
+  Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
+                                       uint64_t max_bytes);
+
+  // Graceful shutdown: queued executions are woken with "shutting-down" and new ones refused;
+  // a running execution cancelled from now on says the server is shutting down.
+  void Close();
+  bool closed() const { return admission_.closed(); }
+  size_t running() const { return admission_.running(); }
+  size_t queued() const { return admission_.queued(); }
+
+ private:
+  // The limits an execution runs with, for a one-shot or for a session's execution.
+  Refused<jail::Limits> ResolveLimits(const LimitOverrides& overrides, const jail::Limits* session) const;
+  Refused<void> CheckInputs(const runtime::PythonProgram& program) const;
+  Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
+  // A failure of the sandbox, logged with an incident id; the refusal says only that.
+  Refusal Internal(const std::string& what, const std::string& detail) const;
+  // A Result of status internal_error with its details moved to the log.
+  void Scrub(Result& result) const;
+  // Audits and counts a refusal; returns it, for `return std::unexpected(Reject(...))`.
+  Refusal Reject(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
+                 const std::string& code, Refusal refusal);
+  void Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
+             const std::string& code, const std::string& status, const nlohmann::json& usage);
+
+  Engine& engine_;
+  GateOptions options_;
+  size_t max_running_;
+  Admission admission_;
+};
+
+// "session-not-found" for a session `id` that this caller does not have.
+Refusal SessionNotFound(const std::string& id);
+// "sessions-unavailable": the engine runs without the warm pool.
+Refusal SessionsUnavailable();
+
+}  // namespace execbox::engine
