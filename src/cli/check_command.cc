@@ -4,8 +4,8 @@
 
 #include <iostream>
 
-#include "cli/source.h"
 #include "cli/limit_options.h"
+#include "cli/source.h"
 #include "engine/gate.h"
 #include "engine/result_json.h"
 
@@ -55,8 +55,8 @@ int Check(const CheckArgs& a) {
     std::cout << engine::Dump(CheckJson(*result), 2) << std::endl;
   } else {
     for (const auto& f : result->findings) {
-      std::cout << name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule
-                << "] " << f.message;
+      std::cout << name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule << "] "
+                << f.message;
       if (!f.suggestion.empty()) std::cout << " — " << f.suggestion;
       std::cout << "\n";
     }

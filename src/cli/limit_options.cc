@@ -54,13 +54,15 @@ Expected<double> ValueOf(const engine::LimitSpec& spec, const std::string& text)
       } catch (const std::exception&) {
         used = 0;
       }
-      if (used != text.size() || !std::isfinite(v)) return Fail(option + ": '" + text + "' is not a number of seconds");
+      if (used != text.size() || !std::isfinite(v))
+        return Fail(option + ": '" + text + "' is not a number of seconds");
       return v;
     }
     case engine::LimitUnit::kMebibytes: {
       auto bytes = ParseSize(text);
       if (!bytes) return Fail(option + ": " + bytes.error().message);
-      if (*bytes % (1ull << 20) != 0) return Fail(option + ": '" + text + "' is not a whole number of MiB (e.g. 256M)");
+      if (*bytes % (1ull << 20) != 0)
+        return Fail(option + ": '" + text + "' is not a whole number of MiB (e.g. 256M)");
       return static_cast<double>(*bytes >> 20);
     }
     case engine::LimitUnit::kBytes: {
@@ -81,9 +83,10 @@ Expected<double> ValueOf(const engine::LimitSpec& spec, const std::string& text)
 void AddLimitOptions(CLI::App& command, LimitArgs& args) {
   for (const auto& spec : engine::LimitTable()) {
     const std::string name(spec.name);
-    command.add_option_function<std::string>(
-               std::string(spec.cli), [&args, name](const std::string& value) { args.given[name] = value; },
-               Help(spec))
+    command
+        .add_option_function<std::string>(
+            std::string(spec.cli), [&args, name](const std::string& value) { args.given[name] = value; },
+            Help(spec))
         ->default_str(DefaultText(spec));
   }
 }
@@ -111,7 +114,9 @@ engine::LimitsConfig CommandLineLimits() {
   return engine::LimitsConfig{.defaults = jail::Limits{}, .maxima = engine::LimitsConfig::HardMaxima()};
 }
 
-engine::Caller LocalCaller() { return engine::Caller{.id = "local", .max_concurrent = 1, .rate_per_second = 0}; }
+engine::Caller LocalCaller() {
+  return engine::Caller{.id = "local", .max_concurrent = 1, .rate_per_second = 0};
+}
 
 int ReportRefusal(const std::string& command, const engine::Refusal& refusal) {
   std::cerr << "execbox " << command << ": " << refusal.detail << "\n";

@@ -122,12 +122,13 @@ int RunMcp(const McpArgs& args) {
   // stdio is one channel: which request a message belongs to does not matter here.
   api::McpServer server(gate, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio}, "0.1.0",
                         [](const nlohmann::json&, const std::string& line, bool) {
-    if (line.empty()) return;  // a request ended without a reply: nothing to write
-    std::string framed = line + "\n";
-    if (auto written = WriteAll(STDOUT_FILENO, framed); !written) {
-      std::cerr << "execbox mcp: cannot write to stdout: " << written.error().message << "\n";
-    }
-  });
+                          if (line.empty()) return;  // a request ended without a reply: nothing to write
+                          std::string framed = line + "\n";
+                          if (auto written = WriteAll(STDOUT_FILENO, framed); !written) {
+                            std::cerr << "execbox mcp: cannot write to stdout: " << written.error().message
+                                      << "\n";
+                          }
+                        });
   Serve(server);
   return 0;
 }

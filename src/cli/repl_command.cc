@@ -245,8 +245,8 @@ struct Image {
 // The bundle's image, decoded: PNG first (what matplotlib gives), then JPEG, then SVG (text).
 std::optional<Image> FindImage(const engine::MimeBundle& bundle) {
   const auto& data = Data(bundle);
-  for (auto [mime, ext] : {std::pair{"image/png", "png"}, std::pair{"image/jpeg", "jpg"},
-                           std::pair{"image/svg+xml", "svg"}}) {
+  for (auto [mime, ext] :
+       {std::pair{"image/png", "png"}, std::pair{"image/jpeg", "jpg"}, std::pair{"image/svg+xml", "svg"}}) {
     if (!data.contains(mime) || !data[mime].is_string()) continue;
     const std::string& value = data[mime].get_ref<const std::string&>();
     std::optional<std::string> bytes = ext == std::string_view("svg") ? value : Base64Decode(value);
@@ -281,7 +281,8 @@ class Repl {
         (void)WriteAll(s == jail::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
       };
     }
-    auto result = gate_.Execute(LocalCaller(), std::move(request), {.transport = engine::Transport::kCli}, options);
+    auto result =
+        gate_.Execute(LocalCaller(), std::move(request), {.transport = engine::Transport::kCli}, options);
     if (!result) return CouldNotRun(result.error().detail);
     if (result->status == engine::Status::kInternalError) failed_ = true;
     if (args_.json) {

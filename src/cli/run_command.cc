@@ -92,7 +92,8 @@ int Run(const RunArgs& a) {
       (void)WriteAll(s == jail::Stream::kStdout ? STDOUT_FILENO : STDERR_FILENO, data);
     };
   }
-  auto result = gate.Execute(LocalCaller(), std::move(*request), {.transport = engine::Transport::kCli}, options);
+  auto result =
+      gate.Execute(LocalCaller(), std::move(*request), {.transport = engine::Transport::kCli}, options);
   if (!result) return ReportRefusal("run", result.error());
   if (!a.keep_files.empty()) {
     if (auto s = WriteFilesUnder(a.keep_files, result->files); !s) {

@@ -179,7 +179,7 @@ int RunServe(const ServeArgs& args) {
   (*server)->StopAccepting();
   api->Drain(config.shutdown_grace);
   (*server)->Stop();
-  api.reset();   // MCP sessions end, and the sessions they created close
+  api.reset();  // MCP sessions end, and the sessions they created close
   gate.reset();
   engine->reset();  // every child killed, every cgroup removed
   std::cerr << "execbox serve: stopped" << std::endl;

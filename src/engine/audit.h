@@ -20,9 +20,9 @@ struct AuditRecord {
   std::string route;       // "execute" | "session" | "check" | "session_create" | "session_close"
   std::string session_id;  // "" for a one-shot execution
   std::string code;
-  std::string status;      // the Result's status, or "refused:<type>"
-  nlohmann::json usage;    // the Result's usage object, or null
-  std::string peer;        // the client's address, when there is one
+  std::string status;    // the Result's status, or "refused:<type>"
+  nlohmann::json usage;  // the Result's usage object, or null
+  std::string peer;      // the client's address, when there is one
 };
 
 class AuditLog {

@@ -17,7 +17,9 @@ constexpr std::chrono::milliseconds kCheckWallTime{10'000};
 constexpr uint64_t kMiB = 1ull << 20;
 
 // Client-chosen text (a session id) in a refusal: cut, so a megabyte of it does not come back.
-std::string Clipped(const std::string& text) { return text.size() <= 100 ? text : text.substr(0, 100) + "..."; }
+std::string Clipped(const std::string& text) {
+  return text.size() <= 100 ? text : text.substr(0, 100) + "...";
+}
 
 std::string Reason(std::string type) {
   std::replace(type.begin(), type.end(), '-', '_');
@@ -48,10 +50,11 @@ Refusal SessionNotFound(const std::string& id) {
 }
 
 Refusal SessionsUnavailable() {
-  return Refusal{.kind = RefusalKind::kConflict,
-                 .type = "sessions-unavailable",
-                 .title = "Sessions unavailable",
-                 .detail = "sessions need the warm pool, which this server runs without (see `execbox doctor`)"};
+  return Refusal{
+      .kind = RefusalKind::kConflict,
+      .type = "sessions-unavailable",
+      .title = "Sessions unavailable",
+      .detail = "sessions need the warm pool, which this server runs without (see `execbox doctor`)"};
 }
 
 Gate::Gate(Engine& engine, GateOptions options)
@@ -97,14 +100,16 @@ void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, 
                                     .peer = origin.peer});
 }
 
-Refusal Gate::Reject(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
-                     const std::string& code, Refusal refusal) {
+Refusal Gate::Reject(const Caller& caller, const Origin& origin, const char* route,
+                     const std::string& session_id, const std::string& code, Refusal refusal) {
   Audit(caller, origin, route, session_id, code, "refused:" + refusal.type, nullptr);
-  if (options_.observer != nullptr) options_.observer->Refused(TransportName(origin.transport), Reason(refusal.type));
+  if (options_.observer != nullptr)
+    options_.observer->Refused(TransportName(origin.transport), Reason(refusal.type));
   return refusal;
 }
 
-Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides, const jail::Limits* session) const {
+Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
+                                          const jail::Limits* session) const {
   if (session == nullptr) return ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
   for (const auto& o : overrides) {
     const LimitSpec& spec = *o.spec;
@@ -167,7 +172,8 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
   const runtime::PythonProgram& program = a.request.program;
   const std::string session_id = a.request.session_id.value_or("");
   if (auto waited = admission_.Wait(a.ticket, options.cancel); !waited) {
-    return std::unexpected(Reject(a.caller, a.origin, a.route, session_id, program.code, std::move(waited.error())));
+    return std::unexpected(
+        Reject(a.caller, a.origin, a.route, session_id, program.code, std::move(waited.error())));
   }
   if (options.on_started) options.on_started();
   const auto started = Clock::now();
@@ -175,16 +181,22 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
   if (program.mode == runtime::Mode::kCheck) {
     // Parsing needs none of the warm stack: a cold jail, whose agent never runs the code.
     auto r = engine::Execute(program, options);
-    if (r) outcome = std::move(*r);
-    else outcome = std::unexpected(Internal("check", r.error().message));
+    if (r)
+      outcome = std::move(*r);
+    else
+      outcome = std::unexpected(Internal("check", r.error().message));
   } else if (a.request.session_id) {
     auto r = engine_.sessions()->Execute(a.caller.id, session_id, program, options);
-    if (r) outcome = std::move(*r);
-    else outcome = std::unexpected(FromSession(r.error(), session_id));
+    if (r)
+      outcome = std::move(*r);
+    else
+      outcome = std::unexpected(FromSession(r.error(), session_id));
   } else {
     auto r = engine_.Execute(program, options);
-    if (r) outcome = std::move(*r);
-    else outcome = std::unexpected(Internal("execution", r.error().message));
+    if (r)
+      outcome = std::move(*r);
+    else
+      outcome = std::unexpected(Internal("execution", r.error().message));
   }
   { Ticket done = std::move(a.ticket); }  // the slot is free before the answer goes out
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -247,7 +259,9 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
 Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
                                          const Origin& origin) {
   const char* route = "session_create";
-  auto refuse = [&](Refusal r) { return std::unexpected(Reject(caller, origin, route, "", "", std::move(r))); };
+  auto refuse = [&](Refusal r) {
+    return std::unexpected(Reject(caller, origin, route, "", "", std::move(r)));
+  };
   if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
   auto limits = ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
   if (!limits) return refuse(std::move(limits.error()));
@@ -277,7 +291,8 @@ std::vector<SessionInfo> Gate::ListSessions(const Caller& caller) {
 
 Refused<void> Gate::CloseSession(const Caller& caller, const std::string& id, const Origin& origin) {
   const char* route = "session_close";
-  if (engine_.sessions() == nullptr) return std::unexpected(Reject(caller, origin, route, id, "", SessionsUnavailable()));
+  if (engine_.sessions() == nullptr)
+    return std::unexpected(Reject(caller, origin, route, id, "", SessionsUnavailable()));
   auto closed = engine_.sessions()->Delete(caller.id, id);
   if (!closed) return std::unexpected(Reject(caller, origin, route, id, "", FromSession(closed.error(), id)));
   Audit(caller, origin, route, id, "", "closed", nullptr);
@@ -299,8 +314,8 @@ Refused<void> Gate::WriteSessionFile(const Caller& caller, const std::string& id
   return {};
 }
 
-Refused<std::string> Gate::ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
-                                           uint64_t max_bytes) {
+Refused<std::string> Gate::ReadSessionFile(const Caller& caller, const std::string& id,
+                                           const std::string& path, uint64_t max_bytes) {
   if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
   auto content = engine_.sessions()->ReadFile(caller.id, id, path, max_bytes);
   if (!content) return std::unexpected(FromSession(content.error(), id));

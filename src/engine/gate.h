@@ -105,7 +105,8 @@ class Gate {
   // Sessions. Each belongs to the caller that created it; to any other it does not exist.
   // `limits` at creation become the defaults of the session's executions, and fix for good the
   // limits only a new child can take.
-  Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin);
+  Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits,
+                                     const Origin& origin);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
   std::vector<SessionInfo> ListSessions(const Caller& caller);
   Refused<void> CloseSession(const Caller& caller, const std::string& id, const Origin& origin);

@@ -208,9 +208,9 @@ Status ValidateLimitsConfig(const LimitsConfig& config) {
       return Fail("limits.max." + std::string(spec.name) + " " + s.error().message);
     }
     if (spec.get(config.defaults) > spec.get(config.maxima)) {
-      return Fail("limits.default." + std::string(spec.name) + " (" + NumberText(d) + std::string(spec.suffix()) +
-                  ") exceeds limits.max." + std::string(spec.name) + " (" + NumberText(m) +
-                  std::string(spec.suffix()) + ")");
+      return Fail("limits.default." + std::string(spec.name) + " (" + NumberText(d) +
+                  std::string(spec.suffix()) + ") exceeds limits.max." + std::string(spec.name) + " (" +
+                  NumberText(m) + std::string(spec.suffix()) + ")");
     }
   }
   if (auto s = jail::ValidateLimits(config.defaults); !s) return Fail("limits.default: " + s.error().message);

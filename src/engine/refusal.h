@@ -32,8 +32,8 @@ struct Refusal {
 template <typename T>
 using Refused = std::expected<T, Refusal>;
 
-inline std::unexpected<Refusal> Refuse(RefusalKind kind, std::string type, std::string title, std::string detail,
-                                       nlohmann::json extra = nlohmann::json::object()) {
+inline std::unexpected<Refusal> Refuse(RefusalKind kind, std::string type, std::string title,
+                                       std::string detail, nlohmann::json extra = nlohmann::json::object()) {
   return std::unexpected(Refusal{.kind = kind,
                                  .type = std::move(type),
                                  .title = std::move(title),

@@ -55,8 +55,8 @@ std::optional<std::string> FigureLine(const MimeBundle& bundle) {
 }
 
 bool IsLimit(Status s) {
-  return s == Status::kTimeout || s == Status::kMemoryLimit || s == Status::kOutputLimit || s == Status::kKilled ||
-         s == Status::kInternalError;
+  return s == Status::kTimeout || s == Status::kMemoryLimit || s == Status::kOutputLimit ||
+         s == Status::kKilled || s == Status::kInternalError;
 }
 
 std::string Trimmed(std::string text) {
@@ -91,7 +91,8 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     // The agent writes the traceback to stderr too; it is shown once, below.
     std::string stderr_text = r.stderr_text.text;
     if (show_traceback && !r.error->traceback.empty()) {
-      if (auto at = stderr_text.find(r.error->traceback.front()); at != std::string::npos) stderr_text.erase(at);
+      if (auto at = stderr_text.find(r.error->traceback.front()); at != std::string::npos)
+        stderr_text.erase(at);
     }
     err(stderr_text);
     if (r.stderr_text.truncated) {
@@ -117,7 +118,8 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     // Refusals come as the error; Python's own compile warnings are on stderr already.
     if (f.severity == "error" || f.rule.ends_with("Warning")) continue;
     err("[execbox] policy " + f.severity + " [" + f.rule + "] line " + std::to_string(f.line) + ":" +
-        std::to_string(f.column) + ": " + f.message + (f.suggestion.empty() ? "" : " (" + f.suggestion + ")"));
+        std::to_string(f.column) + ": " + f.message +
+        (f.suggestion.empty() ? "" : " (" + f.suggestion + ")"));
   }
   if (show_traceback && o.streams) {
     std::string text;
@@ -132,7 +134,8 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     err(line);
   }
   if (o.session_note && r.session && !r.session->preserved) {
-    err("[execbox] session state lost (" + (r.session->lost_reason.empty() ? "unknown" : r.session->lost_reason) +
+    err("[execbox] session state lost (" +
+        (r.session->lost_reason.empty() ? "unknown" : r.session->lost_reason) +
         "): variables and imports from earlier executions are gone; the session restarted empty");
   }
   return parts;

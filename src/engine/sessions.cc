@@ -57,9 +57,9 @@ SessionFailure NotFound(const std::string& id) { return {SessionError::kNotFound
 
 struct Sessions::Session {
   std::string id;
-  std::string owner;       // both set before the session is published, then never written
-  jail::Limits limits;     // what the child was made with
-  std::mutex run_mu;  // one execution at a time, in order of arrival
+  std::string owner;    // both set before the session is published, then never written
+  jail::Limits limits;  // what the child was made with
+  std::mutex run_mu;    // one execution at a time, in order of arrival
   std::unique_ptr<jail::WarmChild> child;
   uint64_t generation = 0;
   uint64_t executions = 0;
@@ -155,7 +155,8 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
 }
 
 SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::string& id,
-                                          const runtime::PythonProgram& program, const ExecuteOptions& options) {
+                                          const runtime::PythonProgram& program,
+                                          const ExecuteOptions& options) {
   auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
@@ -318,10 +319,11 @@ std::vector<SessionInfo> Sessions::List(const std::string& owner) {
 
 SessionExpected<SessionInfo> Sessions::Fork(const std::string& owner, const std::string& id) {
   if (!Find(owner, id)) return std::unexpected(NotFound(id));
-  return std::unexpected(SessionFailure{SessionError::kUnsupported, (
-      "session fork is not available: a forked copy of a locked-down session process keeps the "
-      "original's seccomp filter and has no capabilities, so it cannot be given its own mount, pid and "
-      "network namespaces, and would share the original's work dir")});
+  return std::unexpected(SessionFailure{
+      SessionError::kUnsupported,
+      ("session fork is not available: a forked copy of a locked-down session process keeps the "
+       "original's seccomp filter and has no capabilities, so it cannot be given its own mount, pid and "
+       "network namespaces, and would share the original's work dir")});
 }
 
 SessionExpected<void> Sessions::Delete(const std::string& owner, const std::string& id) {
@@ -338,7 +340,7 @@ SessionExpected<void> Sessions::Close(const std::string& id) {
     s = it->second;
     sessions_.erase(it);
   }
-  s->deleting = true;               // a running execution stops within ~100 ms ...
+  s->deleting = true;              // a running execution stops within ~100 ms ...
   std::lock_guard run(s->run_mu);  // ... and then its reply goes out
   s->closed = true;
   s->child.reset();  // kills the tree, removes the cgroup and with it every mount

@@ -32,9 +32,9 @@ struct SessionOptions {
 
 struct SessionInfo {
   std::string id;
-  std::string owner;     // the caller that created it: to every other caller it does not exist
-  jail::Limits limits;   // what it was created with: its executions' defaults, and fixed
-                         // for the limits that only a new child can take (disk_mb)
+  std::string owner;    // the caller that created it: to every other caller it does not exist
+  jail::Limits limits;  // what it was created with: its executions' defaults, and fixed
+                        // for the limits that only a new child can take (disk_mb)
   uint64_t generation = 0;
   uint64_t executions = 0;
   bool preserved = true;

@@ -368,7 +368,8 @@ TEST(ParseExecuteBody, Files) {
   ExpectProblem(ExecuteProblem(body({file("a", "1"), file("a/b", "2")})), 400, "duplicate-file", "files[1]");
   ExpectProblem(ExecuteProblem(body({file("a/b/c", "1"), file("a/b", "2")})), 400, "duplicate-file",
                 "files[1]");
-  EXPECT_TRUE(Admit(body({file("a/b", "1"), file("a/c", "2"), file("ab", "3"), file("a.b", "")})).has_value());
+  EXPECT_TRUE(
+      Admit(body({file("a/b", "1"), file("a/c", "2"), file("ab", "3"), file("a.b", "")})).has_value());
 
   for (const char* bad : {"../x", "/etc/passwd", "a/../../b", "a//b", "a/", "", ".", "x/./y"}) {
     Problem q = ExecuteProblem(body({file(bad, "")}));
@@ -619,7 +620,8 @@ TEST(McpToolSchemas, TakeEveryLimitWithTheServersValues) {
   EXPECT_EQ(parsed->limits.size(), 2u);
   auto bad = ParseExecuteArguments({{"code", "1"}, {"memory_mb", "lots"}});
   ASSERT_FALSE(bad.has_value());
-  EXPECT_NE(bad.error().detail.find("'memory_mb' must be an integer"), std::string::npos) << bad.error().detail;
+  EXPECT_NE(bad.error().detail.find("'memory_mb' must be an integer"), std::string::npos)
+      << bad.error().detail;
   EXPECT_FALSE(ParseExecuteArguments({{"code", "1"}, {"gpu", 1}}).has_value());
   EXPECT_FALSE(ParseExecuteArguments({{"timeout_seconds", 1}}).has_value());
 }

@@ -48,7 +48,8 @@ class TempDir {
 // ---- admission ----
 
 Caller Key(std::string id, size_t max_concurrent = 100, double rate = 1000, double burst = 1000) {
-  return Caller{.id = std::move(id), .max_concurrent = max_concurrent, .rate_per_second = rate, .burst = burst};
+  return Caller{
+      .id = std::move(id), .max_concurrent = max_concurrent, .rate_per_second = rate, .burst = burst};
 }
 
 // Reserve, then wait for the slot: what the gate does for a caller with a thread of its own.
@@ -166,7 +167,8 @@ TEST(Admission, CloseWakesWaitersWith503AndRefusesNewEntries) {
   for (int i = 0; i < 3; ++i) {
     waiters.push_back(std::async(std::launch::async, [&admission, i] {
       auto t = Enter(admission, Key("w" + std::to_string(i)));
-      return t.has_value() ? std::pair<int, std::string>{0, ""} : std::pair{StatusOf(t.error()), t.error().type};
+      return t.has_value() ? std::pair<int, std::string>{0, ""}
+                           : std::pair{StatusOf(t.error()), t.error().type};
     }));
   }
   ASSERT_TRUE(Eventually([&] { return admission.queued() == 3; }));
@@ -261,7 +263,7 @@ TEST(Admission, RateRefillsOverTime) {
   auto limited = Enter(admission, key);
   ASSERT_FALSE(limited.has_value());
   EXPECT_EQ(RetryAfter(limited.error()), "1");  // at least 1
-  std::this_thread::sleep_for(80ms);                       // 1.6 tokens' worth, capped at 1
+  std::this_thread::sleep_for(80ms);            // 1.6 tokens' worth, capped at 1
   EXPECT_TRUE(Enter(admission, key).has_value());
   EXPECT_FALSE(Enter(admission, key).has_value());
 }

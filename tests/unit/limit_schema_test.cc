@@ -103,8 +103,10 @@ TEST(ApplyLimitOverrides, MaximaMinimaAndTheCpuThatFollowsTheTimeout) {
   auto longer = ApplyLimitOverrides(config, config.defaults, Overrides({{"timeout_seconds", 120}}));
   ASSERT_TRUE(longer.has_value());
   EXPECT_EQ(longer->wall_time, std::chrono::seconds(120));
-  EXPECT_EQ(longer->cpu_time, std::chrono::seconds(120)) << "a longer timeout asked for is meant to be usable";
-  auto named = ApplyLimitOverrides(config, config.defaults, Overrides({{"timeout_seconds", 120}, {"cpu_seconds", 5}}));
+  EXPECT_EQ(longer->cpu_time, std::chrono::seconds(120))
+      << "a longer timeout asked for is meant to be usable";
+  auto named =
+      ApplyLimitOverrides(config, config.defaults, Overrides({{"timeout_seconds", 120}, {"cpu_seconds", 5}}));
   ASSERT_TRUE(named.has_value());
   EXPECT_EQ(named->cpu_time, std::chrono::seconds(5));
   auto shorter = ApplyLimitOverrides(config, config.defaults, Overrides({{"timeout_seconds", 2}}));
@@ -188,12 +190,12 @@ TEST(LimitTable, TheReadmeSaysWhatTheTableSays) {
   EXPECT_EQ(rows, LimitTable().size()) << "one README row per limit";
   const jail::Limits defaults;
   for (const auto& spec : LimitTable()) {
-    const std::string row = "| `" + std::string(spec.name) + "` | `" + std::string(spec.cli) + "` | " +
-                            UnitName(spec) + " | " + Number(spec.Value(defaults)) + " | " +
-                            Number(spec.server_max) + " | " + Number(spec.min) + " to " + Number(spec.hard_max) +
-                            " | " +
-                            (spec.scope == LimitScope::kPerExecution ? "per execution" : "at session creation") +
-                            " | " + std::string(spec.enforced_by) + " |";
+    const std::string row =
+        "| `" + std::string(spec.name) + "` | `" + std::string(spec.cli) + "` | " + UnitName(spec) + " | " +
+        Number(spec.Value(defaults)) + " | " + Number(spec.server_max) + " | " + Number(spec.min) + " to " +
+        Number(spec.hard_max) + " | " +
+        (spec.scope == LimitScope::kPerExecution ? "per execution" : "at session creation") + " | " +
+        std::string(spec.enforced_by) + " |";
     EXPECT_NE(readme.find(row), std::string::npos) << "README.md lacks the row\n" << row;
   }
 }

@@ -96,7 +96,8 @@ TEST_F(AuthenticatorTest, MissingOrMalformedIs401WithChallenge) {
     if (none) {
       EXPECT_EQ(Header(r.error(), "WWW-Authenticate"), "Bearer realm=\"execbox\"") << value;
     } else {
-      EXPECT_TRUE(Header(r.error(), "WWW-Authenticate").starts_with("Bearer realm=\"execbox\", error=\"invalid_token\""))
+      EXPECT_TRUE(Header(r.error(), "WWW-Authenticate")
+                      .starts_with("Bearer realm=\"execbox\", error=\"invalid_token\""))
           << value << ": " << Header(r.error(), "WWW-Authenticate");
     }
   }

@@ -18,7 +18,6 @@ ServerConfig DefaultConfig() { return ServerConfig{}; }
 
 namespace {
 
-
 // Reads one TOML document into a ServerConfig, naming the key path in every error.
 class Reader {
  public:
@@ -233,23 +232,24 @@ bool ValidKeyId(std::string_view s) {
 Status Reader::Limits(const toml::table& table, const std::string& prefix, jail::Limits& l) const {
   std::vector<Field> fields;
   for (const auto& spec : engine::LimitTable()) {
-    fields.push_back({spec.name, [this, &spec, &l](const toml::node& node, const std::string& key) -> Status {
-                        double value = 0;
-                        if (const auto* i = node.as_integer()) {
-                          value = static_cast<double>(i->get());
-                        } else if (const auto* f = node.as_floating_point(); f != nullptr && !spec.integer()) {
-                          value = f->get();
-                        } else {
-                          return Err(node, key,
-                                     std::string(spec.integer() ? "expected an integer" : "expected a number") +
-                                         ", got " + TypeName(node));
-                        }
-                        if (auto ok = engine::CheckLimitValue(spec, value); !ok) {
-                          return Err(node, key, ok.error().message);
-                        }
-                        spec.set(l, spec.Base(value));
-                        return {};
-                      }});
+    fields.push_back(
+        {spec.name, [this, &spec, &l](const toml::node& node, const std::string& key) -> Status {
+           double value = 0;
+           if (const auto* i = node.as_integer()) {
+             value = static_cast<double>(i->get());
+           } else if (const auto* f = node.as_floating_point(); f != nullptr && !spec.integer()) {
+             value = f->get();
+           } else {
+             return Err(node, key,
+                        std::string(spec.integer() ? "expected an integer" : "expected a number") + ", got " +
+                            TypeName(node));
+           }
+           if (auto ok = engine::CheckLimitValue(spec, value); !ok) {
+             return Err(node, key, ok.error().message);
+           }
+           spec.set(l, spec.Base(value));
+           return {};
+         }});
   }
   return Fields(table, prefix, fields);
 }
@@ -456,7 +456,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig& config) {
 #endif
   if (auto s = reader.Top(root, updated); !s) return s;
 
-  if (auto s = engine::ValidateLimitsConfig(updated.limits); !s) return std::unexpected(Context(path, s.error()));
+  if (auto s = engine::ValidateLimitsConfig(updated.limits); !s)
+    return std::unexpected(Context(path, s.error()));
 
   config = std::move(updated);
   return {};

@@ -14,11 +14,11 @@ namespace execbox::api {
 
 // One API key. Only the SHA-256 of the token is kept in memory and on disk.
 struct ApiKey {
-  std::string id;          // shown in logs, metrics and the audit log; never the token
-  std::string sha256_hex;  // of the bearer token, lower-case hex
-  size_t max_concurrent = 8;         // executions of this key running or queued at once
-  double rate_per_second = 20;       // sustained requests per second (token bucket) ...
-  double burst = 40;                 // ... with this many at once
+  std::string id;               // shown in logs, metrics and the audit log; never the token
+  std::string sha256_hex;       // of the bearer token, lower-case hex
+  size_t max_concurrent = 8;    // executions of this key running or queued at once
+  double rate_per_second = 20;  // sustained requests per second (token bucket) ...
+  double burst = 40;            // ... with this many at once
 };
 
 struct ServerConfig {
@@ -31,7 +31,7 @@ struct ServerConfig {
   // Connections.
   size_t max_connections = 512;
   size_t max_header_bytes = 16 << 10;
-  size_t max_body_bytes = 48 << 20;  // files travel base64 in JSON bodies
+  size_t max_body_bytes = 48 << 20;         // files travel base64 in JSON bodies
   std::chrono::seconds header_timeout{10};  // whole header, however slowly it trickles
   std::chrono::seconds body_timeout{60};
   std::chrono::seconds idle_timeout{60};  // keep-alive between requests
@@ -54,7 +54,7 @@ struct ServerConfig {
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
 
-  std::string audit_log;  // path; "-" for stderr; "" for none
+  std::string audit_log;    // path; "-" for stderr; "" for none
   bool audit_code = false;  // include the code itself in audit lines
 };
 

@@ -288,8 +288,8 @@ std::expected<std::vector<jail::InputFile>, Problem> ReadFiles(const json& body,
   if (!files->is_array()) return WrongType("files", "an array", *files);
   if (files->size() > max_files) {
     return Refuse(422, "limit-exceeded", "Limit exceeded",
-                  "'files' holds " + std::to_string(files->size()) + " files, above this server's maximum of " +
-                      std::to_string(max_files),
+                  "'files' holds " + std::to_string(files->size()) +
+                      " files, above this server's maximum of " + std::to_string(max_files),
                   {{"limit", "files"}, {"requested", files->size()}, {"maximum", max_files}});
   }
   std::set<std::string> names;
@@ -376,8 +376,8 @@ std::expected<json, Problem> ParseJsonObject(std::string_view body) {
   return std::move(builder.root());
 }
 
-std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body, bool allow_session_id,
-                                                                 size_t max_files) {
+std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body,
+                                                                  bool allow_session_id, size_t max_files) {
   auto doc = ParseJsonObject(body);
   if (!doc) return std::unexpected(std::move(doc.error()));
   const std::string allowed = allow_session_id

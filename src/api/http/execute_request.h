@@ -28,8 +28,9 @@ std::expected<nlohmann::json, Problem> ParseJsonObject(std::string_view body);
 // {code, stdin?, files?: [{name, content_base64}], limits?: {the limit schema's names},
 //  policy?: "permissive"|"strict"|..., session_id?}. `allow_session_id` is false on the session
 // route (the id is in the path). Limits are checked for type here, for bounds by the gate.
-std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body, bool allow_session_id,
-                                                                 size_t max_files = kMaxInputFiles);
+std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body,
+                                                                  bool allow_session_id,
+                                                                  size_t max_files = kMaxInputFiles);
 
 // POST /v1/check: {code, policy?} -> a program in Mode::kCheck.
 std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view body);
@@ -42,6 +43,5 @@ std::expected<engine::LimitOverrides, Problem> ParseSessionBody(std::string_view
 // or ".." component, no empty component, at most 255 bytes per component and 1020 in all (what
 // jail::ValidateRelativeName accepts). 400 ("invalid-path") with the reason otherwise.
 std::expected<std::string, Problem> ValidateFilePath(std::string_view path);
-
 
 }  // namespace execbox::api

@@ -1,8 +1,8 @@
 #include "api/http/http_api.h"
 
 #include "api/http/http_problems.h"
-#include "api/http/openapi.h"
 #include "api/http/http_running.h"
+#include "api/http/openapi.h"
 #include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
 
@@ -28,7 +28,8 @@ HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string ver
       openapi_(OpenApiDocument(gate.limits())),
       auth_(config.keys),
       metrics_(metrics) {
-  mcp_ = std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins});
+  mcp_ =
+      std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins});
   monitor_ = std::thread([this] { Monitor(); });
 }
 
@@ -140,7 +141,8 @@ void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, con
   if (!call) return Fail(*exchange, call.error());
   // A check starts a cold jail (the agent parses; no user code runs): the gate admits it like
   // an execution, at once, here on the I/O thread; it runs on a thread of its own.
-  auto admitted = gate_.Admit(CallerOf(key), std::move(*call), {.transport = engine::Transport::kHttp, .peer = request.peer});
+  auto admitted = gate_.Admit(CallerOf(key), std::move(*call),
+                              {.transport = engine::Transport::kHttp, .peer = request.peer});
   if (!admitted) return exchange->Respond(ProblemResponse(ProblemOf(admitted.error())));
   Run(std::move(*admitted), exchange, false);
 }

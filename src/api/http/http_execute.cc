@@ -46,8 +46,8 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
   if (!call) return Fail(*exchange, call.error());
   if (session_in_path) call->session_id = std::move(session_in_path);
   // Decided here, on the I/O thread, at once: a client hammering a full server costs no thread.
-  auto admitted =
-      gate_.Admit(CallerOf(key), std::move(*call), {.transport = engine::Transport::kHttp, .peer = request.peer});
+  auto admitted = gate_.Admit(CallerOf(key), std::move(*call),
+                              {.transport = engine::Transport::kHttp, .peer = request.peer});
   if (!admitted) return exchange->Respond(ProblemResponse(ProblemOf(admitted.error())));
   Run(std::move(*admitted), std::move(exchange), WantsEventStream(request));
 }

@@ -121,17 +121,19 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
                                      .detail = "the file is larger than the largest work dir (" +
                                                std::to_string(largest) + " bytes)"});
     }
-    return Spawn([this, exchange, caller, id, file = std::move(*path), body = std::move(request.body)]() mutable {
-      auto written = gate_.WriteSessionFile(caller, id, file, std::move(body));
-      if (!written) return Fail(*exchange, ProblemOf(written.error()));
-      Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
-    });
+    return Spawn(
+        [this, exchange, caller, id, file = std::move(*path), body = std::move(request.body)]() mutable {
+          auto written = gate_.WriteSessionFile(caller, id, file, std::move(body));
+          if (!written) return Fail(*exchange, ProblemOf(written.error()));
+          Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
+        });
   }
   if (request.method == "GET" || request.method == "HEAD") {
     return Spawn([this, exchange, caller, id, file = std::move(*path)] {
       auto content = gate_.ReadSessionFile(caller, id, file, kMaxDownloadBytes);
       if (!content) return Fail(*exchange, ProblemOf(content.error()));
-      Respond(*exchange, HttpResponse{.content_type = "application/octet-stream", .body = std::move(*content)});
+      Respond(*exchange,
+              HttpResponse{.content_type = "application/octet-stream", .body = std::move(*content)});
     });
   }
   Fail(*exchange, MethodNotAllowed(request.method, "GET, PUT"));

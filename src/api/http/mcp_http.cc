@@ -11,9 +11,9 @@
 #include <thread>
 #include <utility>
 
+#include "api/http/problem.h"
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
-#include "api/http/problem.h"
 #include "base/random.h"
 
 namespace execbox::api {
@@ -92,7 +92,8 @@ bool IsLoopbackOrigin(std::string_view origin) {
 
 HttpResponse MakeProblem(int status, std::string type, std::string title, std::string detail,
                          std::vector<std::pair<std::string, std::string>> headers = {}) {
-  Problem problem{.status = status, .type = std::move(type), .title = std::move(title), .detail = std::move(detail)};
+  Problem problem{
+      .status = status, .type = std::move(type), .title = std::move(title), .detail = std::move(detail)};
   problem.headers = std::move(headers);
   return ProblemResponse(problem);
 }
@@ -100,7 +101,8 @@ HttpResponse MakeProblem(int status, std::string type, std::string title, std::s
 // A body that is no usable JSON-RPC message: the HTTP error carries a JSON-RPC error without an
 // id, as the transport allows.
 HttpResponse JsonRpcFailure(int code, std::string message) {
-  return HttpResponse{.status = 400, .content_type = "application/json",
+  return HttpResponse{.status = 400,
+                      .content_type = "application/json",
                       .body = Serialize(MakeError(nullptr, code, std::move(message)))};
 }
 
@@ -178,16 +180,19 @@ bool Idle(Session& session, Clock::time_point now, std::chrono::seconds ttl) {
 }  // namespace
 
 struct McpHttp::State {
-  State(engine::Gate& g, std::string v, McpHttpOptions o) : gate(g), version(std::move(v)), options(std::move(o)) {}
+  State(engine::Gate& g, std::string v, McpHttpOptions o)
+      : gate(g), version(std::move(v)), options(std::move(o)) {}
 
   void HandlePost(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange, const ApiKey& key);
-  void HandleDelete(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange, const std::string& key_id);
+  void HandleDelete(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange,
+                    const std::string& key_id);
   // The session a request names, or the response to give instead.
-  std::shared_ptr<Session> FindSession(const HttpRequest& request, const std::string& key_id, HttpResponse& error);
+  std::shared_ptr<Session> FindSession(const HttpRequest& request, const std::string& key_id,
+                                       HttpResponse& error);
   std::shared_ptr<Session> CreateSession(const ApiKey& key, const std::string& peer, HttpResponse& error);
   // Runs one request through the session's McpServer and answers it (JSON or SSE).
-  void Answer(const std::shared_ptr<Session>& session, const json& message, const std::shared_ptr<Exchange>& exchange,
-              bool initialize);
+  void Answer(const std::shared_ptr<Session>& session, const json& message,
+              const std::shared_ptr<Exchange>& exchange, bool initialize);
   void Retire(std::shared_ptr<Session> session);  // mu held
   void Watch(std::stop_token stop);
 
@@ -256,11 +261,13 @@ void McpHttp::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, co
   // Origin first, whatever the method: a browser page from elsewhere gets nothing (DNS rebinding).
   if (std::string_view origin = request.Header("origin"); !origin.empty()) {
     bool allowed = IsLoopbackOrigin(origin);
-    for (const auto& allowed_origin : state_->options.allowed_origins) allowed = allowed || origin == allowed_origin;
+    for (const auto& allowed_origin : state_->options.allowed_origins)
+      allowed = allowed || origin == allowed_origin;
     if (!allowed) {
-      exchange->Respond(MakeProblem(403, "forbidden-origin", "Origin not allowed",
-                                    "Origin '" + std::string(origin) +
-                                        "' may not call /mcp: add it to allowed_origins in the server's configuration"));
+      exchange->Respond(
+          MakeProblem(403, "forbidden-origin", "Origin not allowed",
+                      "Origin '" + std::string(origin) +
+                          "' may not call /mcp: add it to allowed_origins in the server's configuration"));
       return;
     }
   }
@@ -269,11 +276,11 @@ void McpHttp::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, co
   } else if (request.method == "DELETE") {
     state_->HandleDelete(request, exchange, key.id);
   } else {
-    exchange->Respond(MakeProblem(405, "method-not-allowed", "Method not allowed",
-                                  request.method == "GET"
-                                      ? "this server sends no messages outside a request's own stream: use POST"
-                                      : "/mcp takes POST (messages) and DELETE (ends an MCP session)",
-                                  {{"Allow", "POST, DELETE"}}));
+    exchange->Respond(MakeProblem(
+        405, "method-not-allowed", "Method not allowed",
+        request.method == "GET" ? "this server sends no messages outside a request's own stream: use POST"
+                                : "/mcp takes POST (messages) and DELETE (ends an MCP session)",
+        {{"Allow", "POST, DELETE"}}));
   }
 }
 
@@ -293,9 +300,10 @@ std::shared_ptr<Session> McpHttp::State::FindSession(const HttpRequest& request,
   }
   if (session == nullptr) {
     // Another key's session looks exactly like one that never existed.
-    error = MakeProblem(404, "unknown-mcp-session", "MCP session not found",
-                        "the MCP session has ended or never existed: send initialize (without Mcp-Session-Id) "
-                        "to start a new one");
+    error =
+        MakeProblem(404, "unknown-mcp-session", "MCP session not found",
+                    "the MCP session has ended or never existed: send initialize (without Mcp-Session-Id) "
+                    "to start a new one");
     return nullptr;
   }
   std::string_view protocol = request.Header("mcp-protocol-version");
@@ -378,7 +386,8 @@ void McpHttp::State::HandlePost(const HttpRequest& request, const std::shared_pt
   const std::string& key_id = key.id;
   std::string_view accept = request.Header("accept");
   if (!Accepts(accept, "application/json") || !Accepts(accept, "text/event-stream")) {
-    exchange->Respond(MakeProblem(400, "not-acceptable", "Accept must list application/json and text/event-stream",
+    exchange->Respond(MakeProblem(400, "not-acceptable",
+                                  "Accept must list application/json and text/event-stream",
                                   "a POST to /mcp must accept both application/json and text/event-stream "
                                   "(Accept: application/json, text/event-stream); got '" +
                                       std::string(accept) + "'"));
@@ -396,8 +405,9 @@ void McpHttp::State::HandlePost(const HttpRequest& request, const std::shared_pt
   }
   const json& message = *parsed;
   if (message.is_array()) {
-    exchange->Respond(JsonRpcFailure(kInvalidRequest, "batches are not supported (removed in MCP 2025-06-18): "
-                                                      "send one message per POST"));
+    exchange->Respond(JsonRpcFailure(kInvalidRequest,
+                                     "batches are not supported (removed in MCP 2025-06-18): "
+                                     "send one message per POST"));
     return;
   }
   if (!message.is_object() || !message.contains("jsonrpc") || message["jsonrpc"] != "2.0") {
@@ -463,8 +473,9 @@ void McpHttp::State::Answer(const std::shared_ptr<Session>& session, const json&
     }
     if (!session->requests.emplace(id.dump(), pending).second) {
       exchange->Respond(MakeProblem(409, "request-id-in-use", "Request id in use",
-                                    "request id " + id.dump() + " is still being answered in this MCP session: "
-                                    "use a fresh id for each request"));
+                                    "request id " + id.dump() +
+                                        " is still being answered in this MCP session: "
+                                        "use a fresh id for each request"));
       return;
     }
     session->last_used = Clock::now();
@@ -488,7 +499,9 @@ void McpHttp::State::Answer(const std::shared_ptr<Session>& session, const json&
     }
   }
   if (pending->json_allowed && pending->last_buffered && pending->buffered.size() == 1) {
-    exchange->Respond(HttpResponse{.status = 200, .content_type = "application/json", .headers = std::move(headers),
+    exchange->Respond(HttpResponse{.status = 200,
+                                   .content_type = "application/json",
+                                   .headers = std::move(headers),
                                    .body = std::move(pending->buffered[0])});
     pending->ended = true;
     return;

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "api/http/http_types.h"
 #include "api/http/auth.h"
+#include "api/http/http_types.h"
 #include "engine/gate.h"
 
 namespace execbox::api {

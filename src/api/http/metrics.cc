@@ -80,7 +80,8 @@ void Metrics::Finished(std::string_view transport, std::string_view route, std::
                        double seconds) {
   if (!(seconds >= 0)) seconds = 0;  // negative or NaN
   std::lock_guard lock(mu_);
-  ++executions_[{{"transport", std::string(transport)}, {"route", std::string(route)}, {"status", std::string(status)}}];
+  ++executions_[{
+      {"transport", std::string(transport)}, {"route", std::string(route)}, {"status", std::string(status)}}];
   Histogram& h = latency_[{{"transport", std::string(transport)}, {"route", std::string(route)}}];
   for (size_t i = 0; i < kBuckets.size(); ++i) {
     if (seconds <= kBuckets[i]) {

@@ -43,7 +43,7 @@ class Metrics : public engine::GateObserver {
  private:
   // Histogram bucket upper bounds in seconds, up to 300 s.
   static constexpr std::array<double, 16> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1,
-                                                      2.5,   5,    10,    30,   60,  120, 180, 300};
+                                                      2.5,   5,    10,    30,   60,  120,  180, 300};
   struct Histogram {
     std::array<uint64_t, kBuckets.size()> counts{};  // per bucket, not cumulative
     uint64_t count = 0;
@@ -51,9 +51,9 @@ class Metrics : public engine::GateObserver {
   };
   mutable std::mutex mu_;
   using Labels = std::vector<std::pair<std::string, std::string>>;  // name, value
-  std::map<Labels, uint64_t> executions_;  // transport, route, status
-  std::map<Labels, Histogram> latency_;    // transport, route
-  std::map<Labels, uint64_t> rejected_;    // transport, reason
+  std::map<Labels, uint64_t> executions_;                           // transport, route, status
+  std::map<Labels, Histogram> latency_;                             // transport, route
+  std::map<Labels, uint64_t> rejected_;                             // transport, reason
   std::map<int, uint64_t> responses_;
   std::map<std::string, uint64_t> dropped_;
 };

@@ -51,8 +51,9 @@ json OpenApiResultLimitsSchema() {
         {"additionalProperties", false}};
   }
   return {{"type", "object"},
-          {"description", "The limits in force, by the names and in the units of a request's `limits`, and what "
-                          "enforced each."},
+          {"description",
+           "The limits in force, by the names and in the units of a request's `limits`, and what "
+           "enforced each."},
           {"required", required},
           {"properties", properties},
           {"additionalProperties", false}};

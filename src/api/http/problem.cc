@@ -37,7 +37,8 @@ Problem ProblemOf(const engine::Refusal& refusal) {
             .title = refusal.title,
             .detail = refusal.detail,
             .extra = refusal.extra.is_object() ? refusal.extra : nlohmann::json::object()};
-  if (refusal.retry_after_seconds > 0) p.headers.emplace_back("Retry-After", std::to_string(refusal.retry_after_seconds));
+  if (refusal.retry_after_seconds > 0)
+    p.headers.emplace_back("Retry-After", std::to_string(refusal.retry_after_seconds));
   return p;
 }
 

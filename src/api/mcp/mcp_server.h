@@ -16,8 +16,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 

@@ -27,7 +27,8 @@ json ExecuteInputSchema(const engine::LimitsConfig& limits) {
   properties["code"] = {{"type", "string"}, {"description", "Python 3 source to run."}};
   properties["session_id"] = {
       {"type", "string"},
-      {"description", "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."}};
+      {"description",
+       "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."}};
   return {{"type", "object"},
           {"properties", properties},
           {"required", {"code"}},
@@ -141,8 +142,10 @@ json ToolDefinitions(const engine::LimitsConfig& limits) {
   return json::array({
       Tool("execute_python", "Run Python",
            "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
-           "matplotlib and scipy available) and returns stdout, stderr, the last expression's value, errors with "
-           "tracebacks, and matplotlib figures as PNG images. Pass session_id to keep variables between calls. "
+           "matplotlib and scipy available) and returns stdout, stderr, the last expression's value, errors "
+           "with "
+           "tracebacks, and matplotlib figures as PNG images. Pass session_id to keep variables between "
+           "calls. "
            "Limits not given take this server's defaults (see each argument's default and maximum).",
            ExecuteInputSchema(limits), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
@@ -178,7 +181,8 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
       return std::unexpected(BadArgument("unknown argument '" + key.substr(0, 100) + "'"));
     }
   }
-  if (!arguments.contains("code")) return std::unexpected(BadArgument("'code' is required and must be a string"));
+  if (!arguments.contains("code"))
+    return std::unexpected(BadArgument("'code' is required and must be a string"));
   if (request.program.code.find('\0') != std::string::npos) {
     return std::unexpected(BadArgument("'code' contains a NUL character, which Python source cannot hold"));
   }
@@ -210,7 +214,8 @@ json ExecutionToolResult(const engine::Result& r) {
 
 json RefusalToolResult(const engine::Refusal& refusal) {
   std::string text = "[execbox] refused (" + refusal.type + "): " + refusal.detail;
-  if (refusal.retry_after_seconds > 0) text += " (retry after " + std::to_string(refusal.retry_after_seconds) + " s)";
+  if (refusal.retry_after_seconds > 0)
+    text += " (retry after " + std::to_string(refusal.retry_after_seconds) + " s)";
   // No structuredContent: it would have to match the tool's outputSchema, which is the Result's.
   return ToolError(text);
 }
