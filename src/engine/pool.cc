@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/limit_schema.h"
+
 namespace execbox::engine {
 namespace {
 
@@ -75,10 +77,16 @@ Pool::~Pool() {
   workers_.clear();  // children first (each Worker's deque), then the zygote's jail
 }
 
+// A prepared child serves a request whose limits it was made with where they cannot change:
+// the limit schema's rows fixed at creation, and the limits no request sets (the tmpfs sizes,
+// inodes, open files). The per-execution rows are applied to the child for each execution.
 bool Pool::Matches(const jail::Limits& l) const {
   const jail::Limits& d = options_.limits;
-  return l.work_dir_bytes == d.work_dir_bytes && l.tmp_bytes == d.tmp_bytes && l.shm_bytes == d.shm_bytes &&
-         l.inodes == d.inodes && l.open_files == d.open_files;
+  for (const auto& spec : LimitTable()) {
+    if (spec.scope == LimitScope::kChildCreation && spec.get(l) != spec.get(d)) return false;
+  }
+  return l.tmp_bytes == d.tmp_bytes && l.shm_bytes == d.shm_bytes && l.inodes == d.inodes &&
+         l.open_files == d.open_files;
 }
 
 jail::WarmChildOptions Pool::ChildOptions(const jail::Limits& limits, bool session) const {

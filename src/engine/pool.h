@@ -24,8 +24,8 @@ struct PoolOptions {
   size_t workers = 0;              // 0: one per two cores, at least one
   size_t prepared_per_worker = 2;  // children kept forked and locked down, per worker
   runtime::WorkerOptions worker;
-  jail::Limits limits;  // prepared children are made for these (requests may change time,
-                        // CPU, memory, processes and output; other limits fork a child anew)
+  jail::Limits limits;  // prepared children are made for these (a request may change the limit
+                        // schema's per-execution rows; any other difference forks a child anew)
   jail::FileCollection collect{.enabled = true};
   std::chrono::milliseconds worker_start_timeout{120'000};
 };
