@@ -101,7 +101,14 @@ std::string NumberText(double v) {
   return buf;
 }
 
-// What a client sent, for a detail: a number as written, anything else by its type.
+std::string AllNames() {
+  std::string out;
+  for (const auto& spec : kTable) out += (out.empty() ? "" : ", ") + std::string(spec.name);
+  return out;
+}
+
+}  // namespace
+
 std::string Described(const json& value) {
   switch (value.type()) {
     case json::value_t::number_float:
@@ -123,14 +130,6 @@ std::string Described(const json& value) {
       return value.type_name();
   }
 }
-
-std::string AllNames() {
-  std::string out;
-  for (const auto& spec : kTable) out += (out.empty() ? "" : ", ") + std::string(spec.name);
-  return out;
-}
-
-}  // namespace
 
 uint64_t LimitSpec::scale() const {
   switch (unit) {

@@ -99,6 +99,10 @@ Refused<std::optional<LimitOverride>> ReadLimitOverride(const LimitSpec& spec, c
 Refused<jail::Limits> ApplyLimitOverrides(const LimitsConfig& config, const jail::Limits& base,
                                           const LimitOverrides& overrides);
 
+// What a client sent, for a refusal's detail: a number as written, anything else by its type
+// ("a string", "an array", "null").
+std::string Described(const nlohmann::json& value);
+
 // The Result's "limits": {name: {"value": v, "enforced_by": "cgroup-v2"}} in the table's units.
 nlohmann::json LimitsResultJson(const jail::Limits& limits, const jail::Enforcement& enforcement);
 

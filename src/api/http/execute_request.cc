@@ -65,31 +65,7 @@ std::unexpected<Problem> MissingField(const std::string& field) {
   return Refuse(400, "missing-field", "Missing field", "'" + field + "' is required", {{"field", field}});
 }
 
-// What a client sent, for a detail: a number as written, anything else by its type.
-std::string Described(const json& value) {
-  switch (value.type()) {
-    case json::value_t::number_float: {
-      double v = value.get<double>();
-      if (!std::isfinite(v)) return v > 0 ? "infinity" : "-infinity";
-      return value.dump();
-    }
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return value.dump();
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::null:
-      return "null";
-    default:
-      return value.type_name();
-  }
-}
+using engine::Described;
 
 std::unexpected<Problem> WrongType(const std::string& field, const std::string& expected, const json& got) {
   return Refuse(400, "wrong-type", "Wrong type",
