@@ -3,7 +3,6 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <ctime>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "api/http/http_target.h"
+#include "api/http/http_wire.h"
 #include "api/http/problem.h"
 
 namespace execbox::api {
@@ -29,49 +29,6 @@ constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
 // How long, and how much, a closing connection reads and drops (see Connection::Linger).
 constexpr std::chrono::seconds kLinger{2};
 constexpr size_t kMaxLingerBytes = 8 << 20;
-
-std::string HttpDate() {
-  char buf[64];
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  return buf;
-}
-
-std::string StatusLine(int status) {
-  std::string reason(http::obsolete_reason(static_cast<http::status>(status)));
-  if (reason.empty() || reason == "<unknown-status>") reason = "Status";
-  return "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
-}
-
-// Header values never carry CR or LF from a handler into the response.
-std::string Clean(std::string_view value) {
-  std::string out(value);
-  for (char& c : out) {
-    if (c == '\r' || c == '\n') c = ' ';
-  }
-  return out;
-}
-
-std::string SerializeHead(int status, const std::string& content_type,
-                          const std::vector<std::pair<std::string, std::string>>& headers, bool keep_alive) {
-  std::string head = StatusLine(status);
-  head += "Date: " + HttpDate() + "\r\nServer: execbox\r\n";
-  if (!content_type.empty()) head += "Content-Type: " + Clean(content_type) + "\r\n";
-  for (const auto& [name, value] : headers) head += Clean(name) + ": " + Clean(value) + "\r\n";
-  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  return head;
-}
-
-std::string Chunk(std::string_view data) {
-  char size[32];
-  int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
-  std::string out(size, static_cast<size_t>(n));
-  out.append(data);
-  out += "\r\n";
-  return out;
-}
 
 }  // namespace
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "api/http/http_wire.h"
 #include "api/http/problem.h"
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
@@ -26,69 +27,6 @@ using Clock = std::chrono::steady_clock;
 // may stay silent before a comment line keeps it (and the proxies on its way) alive.
 constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
 constexpr auto kKeepAlive = std::chrono::seconds(15);
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
-// A media type without its parameters, lower-cased: "Application/JSON; charset=utf-8" ->
-// "application/json".
-std::string Essence(std::string_view media_type) {
-  return Lower(Trim(media_type.substr(0, media_type.find(';'))));
-}
-
-// Whether an Accept header admits `type` (exactly, or through type/* or */*).
-bool Accepts(std::string_view accept, std::string_view type) {
-  const std::string any_subtype = std::string(type.substr(0, type.find('/'))) + "/*";
-  while (!accept.empty()) {
-    size_t comma = accept.find(',');
-    std::string range = Essence(accept.substr(0, comma));
-    if (range == type || range == any_subtype || range == "*/*") return true;
-    if (comma == std::string_view::npos) break;
-    accept.remove_prefix(comma + 1);
-  }
-  return false;
-}
-
-// http(s)://localhost, 127.0.0.1 or [::1], with any port and nothing else: a page served by this
-// machine, which could reach the server directly anyway.
-bool IsLoopbackOrigin(std::string_view origin) {
-  const std::string lower = Lower(origin);
-  std::string_view rest = lower;
-  if (rest.starts_with("http://")) {
-    rest.remove_prefix(7);
-  } else if (rest.starts_with("https://")) {
-    rest.remove_prefix(8);
-  } else {
-    return false;
-  }
-  bool host_ok = false;
-  for (std::string_view host : {"localhost", "127.0.0.1", "[::1]"}) {
-    if (rest.starts_with(host) && (rest.size() == host.size() || rest[host.size()] == ':')) {
-      rest.remove_prefix(host.size());
-      host_ok = true;
-      break;
-    }
-  }
-  if (!host_ok) return false;
-  if (rest.empty()) return true;
-  rest.remove_prefix(1);  // ':'
-  if (rest.empty() || rest.size() > 5) return false;
-  for (char c : rest) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
 
 HttpResponse MakeProblem(int status, std::string type, std::string title, std::string detail,
                          std::vector<std::pair<std::string, std::string>> headers = {}) {
