@@ -41,8 +41,7 @@ struct HttpApi::Running {
  private:
   void StartLocked() {
     if (started_) return;
-    exchange->StartStream(200, "text/event-stream",
-                          {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    exchange->StartStream(200, "text/event-stream", {});
     started_ = true;
     last_write = std::chrono::steady_clock::now();
   }

@@ -446,8 +446,7 @@ void McpHttp::State::Answer(const std::shared_ptr<Session>& session, const json&
   }
   // A tools/call (or, should one ever be slow, another request): an SSE stream that carries its
   // progress notifications and ends with its response. No event ids: there is no resumption.
-  headers.emplace_back("Cache-Control", "no-cache");
-  headers.emplace_back("X-Accel-Buffering", "no");
+  // (The server adds Cache-Control and X-Accel-Buffering to every stream.)
   exchange->StartStream(200, "text/event-stream", std::move(headers));
   pending->streaming = true;
   for (const auto& line : pending->buffered) {
