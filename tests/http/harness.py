@@ -543,3 +543,12 @@ def read_sse(response, on_event=None):
         elif field == "data":
             data.append(value)
     return events
+
+
+def read_audit(path):
+    """Every line of an audit log, parsed (an absent file has none)."""
+    try:
+        with open(path) as f:
+            return [json.loads(l) for l in f if l.strip()]
+    except FileNotFoundError:
+        return []

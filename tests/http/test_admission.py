@@ -7,7 +7,7 @@ import threading
 import time
 import unittest
 
-from harness import KEY_A, ApiTestCase, Server, sha256_hex, wait_until
+from harness import KEY_A, ApiTestCase, Server, read_audit, sha256_hex, wait_until
 
 
 class AdmissionTest(ApiTestCase):
@@ -40,7 +40,7 @@ class AdmissionTest(ApiTestCase):
         threads[1].start()
         self.assertTrue(wait_until(lambda: self.server.metrics().get("execbox_queue_depth") == 1, 60),
                         "the second execution never queued")
-        rejected_before = self.server.metrics().get('execbox_rejected_requests_total{reason="queue_full"}', 0)
+        rejected_before = self.server.metrics().get('execbox_rejected_requests_total{transport="http",reason="queue_full"}', 0)
 
         t0 = time.monotonic()
         r = self.server.execute("print('third')")
@@ -61,9 +61,14 @@ class AdmissionTest(ApiTestCase):
             r = self.assertResult(res, "ok")
             self.assertEqual(r["stdout"], f"done {i}\n")
         m = self.server.metrics()
-        self.assertEqual(m.get('execbox_rejected_requests_total{reason="queue_full"}', 0), rejected_before + 1)
+        self.assertEqual(m.get('execbox_rejected_requests_total{transport="http",reason="queue_full"}', 0), rejected_before + 1)
         self.assertEqual(m["execbox_running_executions"], 0)
         self.assertEqual(m["execbox_queue_depth"], 0)
+        # The refusal is audited with its reason.
+        third = sha256_hex("print('third')")
+        found = wait_until(lambda: [l for l in read_audit(self.audit_log) if l["code_sha256"] == third], 10)
+        self.assertEqual([(l["transport"], l["route"], l["status"]) for l in found or []],
+                         [("http", "execute", "refused:queue-full")], found)
         # Served again once the slots are free.
         self.assertResult(self.server.execute("print('after')"), "ok")
 
@@ -115,7 +120,11 @@ class AdmissionTest(ApiTestCase):
         found = wait_until(find, 10)
         self.assertEqual(len(found), 1, found)
         self.assertEqual(found[0]["code"], code)
+        self.assertEqual(list(found[0]), ["time", "key_id", "transport", "session_id", "route", "code_sha256",
+                                          "code_bytes", "status", "usage", "peer", "code"], found[0])
         self.assertEqual(found[0]["key_id"], "env-1")
+        self.assertEqual(found[0]["transport"], "http")
+        self.assertEqual(found[0]["route"], "execute")
         self.assertEqual(found[0]["status"], "ok")
         with open(self.audit_log) as f:
             self.assertNotIn(KEY_A, f.read())

@@ -14,8 +14,8 @@ import unittest
 
 import jsonschema
 
-from harness import (KEY_A, KEY_B, ApiTestCase, Response, Server, b64, parse_raw_response, read_sse,
-                     sha256_hex, wait_until)
+from harness import (KEY_A, KEY_B, ApiTestCase, Response, Server, b64, parse_raw_response, read_audit,
+                     read_sse, sha256_hex, wait_until)
 
 SHARED = None
 AUDIT_LOG = None
@@ -59,6 +59,16 @@ class ExecuteTest(SharedCase):
         self.assertIsNone(r["signal"])
         self.assertIsNone(r["error"])
         self.assertEqual(r["streams"], [{"name": "stdout", "text": "hello, world\n"}])
+        # The limits in force, by the request's names and units: this server's defaults.
+        limits = r["limits"]
+        self.assertEqual(set(limits), {"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",
+                                       "output_bytes", "disk_mb"}, limits)
+        self.assertEqual({k: v["value"] for k, v in limits.items()},
+                         {"timeout_seconds": 30, "cpu_seconds": 30, "memory_mb": 256, "max_processes": 64,
+                          "output_bytes": 1048576, "disk_mb": 64}, limits)
+        self.assertEqual(limits["timeout_seconds"]["enforced_by"], "supervisor", limits)
+        self.assertTrue(all(isinstance(v["enforced_by"], str) and v["enforced_by"] for v in limits.values()),
+                        limits)
 
     def test_last_expression_is_the_result(self):
         r = self.assertResult(self.server.execute("x = 6\nx * 7"), "ok")
@@ -118,6 +128,7 @@ class ExecuteTest(SharedCase):
                 "print('allocated')\n")
         r = self.assertResult(self.server.execute(code, limits={"memory_mb": 64}))
         self.assertIn(r["status"], ("memory_limit", "error"), r)
+        self.assertEqual(r["limits"]["memory_mb"]["value"], 64, r["limits"])
         self.assertEqual(r["error"]["ename"], "MemoryError")
         self.assertNotIn("allocated", r["stdout"])
 
@@ -354,7 +365,7 @@ class StreamTest(SharedCase):
 
     def test_client_disconnect_kills_the_execution(self):
         before = self.server.metrics()
-        killed_key = 'execbox_executions_total{route="execute",status="killed"}'
+        killed_key = 'execbox_executions_total{transport="http",route="execute",status="killed"}'
         killed_before = before.get(killed_key, 0)
         marker = "started-" + os.urandom(4).hex()
         code = f"import time\nprint({marker!r}, flush=True)\ntime.sleep(30)\nprint('never')\n"
@@ -389,7 +400,7 @@ class StreamTest(SharedCase):
 
 
     def test_client_disconnect_kills_a_json_execution(self):
-        killed_key = 'execbox_executions_total{route="execute",status="killed"}'
+        killed_key = 'execbox_executions_total{transport="http",route="execute",status="killed"}'
         killed_before = self.server.metrics().get(killed_key, 0)
         body = json.dumps({"code": "import time\ntime.sleep(30)\n"}).encode()
         s = socket.create_connection((self.server.host, self.server.port), timeout=60)
@@ -590,7 +601,13 @@ class SessionTest(SharedCase):
 
     def test_create_with_unknown_field(self):
         self.assertProblem(self.server.request("POST", "/v1/sessions", {"bogus": 1}), 400, "unknown-field")
-
+        self.assertProblem(self.server.request("POST", "/v1/sessions", {"limits": {"gpu": 1}}), 400, "unknown-field")
+        self.assertProblem(self.server.request("POST", "/v1/sessions", {"limits": {"memory_mb": "x"}}), 400,
+                           "wrong-type")
+        p = self.assertProblem(self.server.request("POST", "/v1/sessions", {"limits": {"disk_mb": 5000}}), 422,
+                               "limit-exceeded")
+        self.assertEqual(p.get("limit"), "disk_mb", p)
+        self.assertEqual(p.get("maximum"), 1024, p)
 
 # ---- OpenAPI, health, metrics, audit ------------------------------------------------------------
 
@@ -610,6 +627,15 @@ class ServiceTest(SharedCase):
         for name, schema in doc["components"]["schemas"].items():
             with self.subTest(schema=name):
                 jsonschema.Draft202012Validator.check_schema(schema)
+        # The Limits schema carries this server's defaults and maxima (here the built-in ones).
+        limits = doc["components"]["schemas"]["Limits"]["properties"]
+        self.assertEqual({k: (v["default"], v["maximum"]) for k, v in limits.items()},
+                         {"timeout_seconds": (30, 300), "cpu_seconds": (30, 300), "memory_mb": (256, 4096),
+                          "max_processes": (64, 1024), "output_bytes": (1048576, 16777216),
+                          "disk_mb": (64, 1024)}, limits)
+        # The Result's limits are named as the request's.
+        result_limits = doc["components"]["schemas"]["Result"]["properties"]["limits"]
+        self.assertEqual(set(result_limits["properties"]), set(limits), result_limits)
 
     def test_openapi_needs_auth(self):
         self.assertProblem(self.server.request("GET", "/v1/openapi.json", auth=False), 401, "unauthorized")
@@ -636,17 +662,23 @@ class ServiceTest(SharedCase):
         self.assertEqual(r.status, 200, repr(r))
         self.assertTrue(r.header("content-type").startswith("text/plain"), r.header("content-type"))
         text = r.body.decode()
-        for needle in ('execbox_executions_total{route="execute",status="ok"}',
-                       'execbox_execution_duration_seconds_bucket{route="execute",le="300"}',
-                       'execbox_execution_duration_seconds_bucket{route="execute",le="+Inf"}',
+        for needle in ('execbox_executions_total{transport="http",route="execute",status="ok"}',
+                       'execbox_execution_duration_seconds_bucket{transport="http",route="execute",le="300"}',
+                       'execbox_execution_duration_seconds_bucket{transport="http",route="execute",le="+Inf"}',
+                       'execbox_execution_duration_seconds_count{transport="http",route="execute"}',
                        "execbox_queue_depth ", "execbox_warm_workers ", "execbox_sessions ",
                        "execbox_running_executions ", "execbox_rejected_requests_total",
                        "# TYPE execbox_executions_total counter",
                        "# TYPE execbox_execution_duration_seconds histogram"):
             self.assertIn(needle, text)
         m = self.server.metrics()
-        self.assertGreaterEqual(m['execbox_executions_total{route="execute",status="ok"}'], 1)
-        self.assertGreaterEqual(m.get('execbox_rejected_requests_total{reason="bad_request"}', 0), 1)
+        self.assertGreaterEqual(m['execbox_executions_total{transport="http",route="execute",status="ok"}'], 1)
+        self.assertGreaterEqual(m.get('execbox_rejected_requests_total{transport="http",reason="bad_request"}', 0), 1)
+        # Every execution and refusal is labelled with its transport.
+        for name in m:
+            if name.startswith(("execbox_executions_total{", "execbox_execution_duration_seconds",
+                                "execbox_rejected_requests_total{")):
+                self.assertRegex(name, r'\{transport="(http|mcp_http)",', name)
         self.assertGreater(m["execbox_warm_workers"], 0)
         # Every line is a comment or "name{labels} value".
         for line in text.splitlines():
@@ -674,10 +706,18 @@ class ServiceTest(SharedCase):
         self.assertEqual(len(found), 1, found)
         line = found[0]
         self.assertNotIn("code", line)
+        self.assertEqual(list(line), ["time", "key_id", "transport", "session_id", "route", "code_sha256",
+                                      "code_bytes", "status", "usage", "peer"], line)
+        self.assertRegex(line["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
         self.assertEqual(line["key_id"], "env-2")
+        self.assertEqual(line["transport"], "http")
+        self.assertIsNone(line["session_id"])
         self.assertEqual(line["route"], "execute")
         self.assertEqual(line["status"], "ok")
         self.assertEqual(line["code_bytes"], len(code.encode()))
+        self.assertIsInstance(line["usage"], dict)
+        self.assertIn("wall_ms", line["usage"])
+        self.assertTrue(line["peer"].startswith("127.0.0.1"), line)
         with open(AUDIT_LOG) as f:
             self.assertNotIn(KEY_B, f.read())
         # A session's execution names the session.
@@ -692,7 +732,22 @@ class ServiceTest(SharedCase):
         self.assertEqual(found[0]["route"], "session")
         self.assertEqual(found[0]["session_id"], sid)
         self.assertEqual(found[0]["key_id"], "env-1")
+        self.assertEqual(found[0]["transport"], "http")
+        self.assertEqual(found[0]["status"], "ok")
         self.assertNotIn("code", found[0])
+        # Creating and closing the session are audited too, and a refusal says why.
+        self.assertEqual(self.server.request("DELETE", f"/v1/sessions/{sid}").status, 204)
+        self.assertProblem(self.server.execute("1", path=f"/v1/sessions/{sid}/execute"), 404, "session-not-found")
+
+        def session_lines():
+            lines = [l for l in read_audit(AUDIT_LOG) if l.get("session_id") == sid]
+            return lines if len(lines) >= 4 else None
+
+        lines = wait_until(session_lines, 10) or []
+        self.assertEqual([(l["route"], l["status"]) for l in lines],
+                         [("session_create", "created"), ("session", "ok"), ("session_close", "closed"),
+                          ("session", "refused:session-not-found")], lines)
+        self.assertTrue(all(l["transport"] == "http" and l["key_id"] == "env-1" for l in lines), lines)
         # Every line parses, one per execution.
         with open(AUDIT_LOG) as f:
             for l in f:
@@ -811,20 +866,28 @@ class BadInputTest(SharedCase):
                            "session-not-found")
 
     def test_auth(self):
+        # RFC 6750 3.1: no credentials is a bare challenge; a malformed or unknown token is
+        # invalid_token. Both 401; 403 is only for a disallowed Origin on /mcp.
         r = self.server.request("POST", "/v1/execute", {"code": "print(1)"}, auth=False)
         self.assertProblem(r, 401, "unauthorized")
-        self.assertTrue(r.header("www-authenticate", ).startswith("Bearer"), r.headers)
+        self.assertEqual(r.header("www-authenticate"), 'Bearer realm="execbox"', r.headers)
         r = self.server.request("POST", "/v1/execute", {"code": "print(1)"},
                                 headers={"Authorization": "Basic dXNlcjpwYXNz"}, auth=False)
         self.assertProblem(r, 401, "unauthorized")
-        self.assertIsNotNone(r.header("www-authenticate"))
+        self.assertTrue(r.header("www-authenticate").startswith(
+            'Bearer realm="execbox", error="invalid_token", error_description="'), r.headers)
         r = self.server.request("POST", "/v1/execute", {"code": "print(1)"}, token="not-a-key-0123456789abcdef")
-        self.assertProblem(r, 403, "forbidden")
+        self.assertProblem(r, 401, "unauthorized")
+        self.assertTrue(r.header("www-authenticate").startswith(
+            'Bearer realm="execbox", error="invalid_token", error_description="'), r.headers)
         for path in ("/v1/sessions", "/metrics", "/v1/openapi.json", "/v1/sessions/x/files/y"):
             with self.subTest(path=path):
-                self.assertProblem(self.server.request("GET", path, token="wrong-wrong-wrong-wrong"), 403,
-                                   "forbidden")
-                self.assertProblem(self.server.request("GET", path, auth=False), 401, "unauthorized")
+                r = self.server.request("GET", path, token="wrong-wrong-wrong-wrong")
+                self.assertProblem(r, 401, "unauthorized")
+                self.assertIn('error="invalid_token"', r.header("www-authenticate") or "", r.headers)
+                r = self.server.request("GET", path, auth=False)
+                self.assertProblem(r, 401, "unauthorized")
+                self.assertEqual(r.header("www-authenticate"), 'Bearer realm="execbox"', r.headers)
 
     def test_method_route_and_media_type(self):
         r = self.server.request("GET", "/v1/execute")

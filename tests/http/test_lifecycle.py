@@ -62,8 +62,12 @@ class GracefulShutdownTest(ApiTestCase):
         self.assertIn("no API key configured", self.server.stderr_text())
         r = self.assertResult(self.server.execute("print('token ok')"), "ok")
         self.assertEqual(r["stdout"], "token ok\n")
-        self.assertProblem(self.server.request("GET", "/metrics", token="x" * 43), 403, "forbidden")
-        self.assertProblem(self.server.request("GET", "/metrics", auth=False), 401, "unauthorized")
+        r = self.server.request("GET", "/metrics", token="x" * 43)
+        self.assertProblem(r, 401, "unauthorized")
+        self.assertIn('error="invalid_token"', r.header("www-authenticate") or "", r.headers)
+        r = self.server.request("GET", "/metrics", auth=False)
+        self.assertProblem(r, 401, "unauthorized")
+        self.assertEqual(r.header("www-authenticate"), 'Bearer realm="execbox"', r.headers)
 
     def test_2_sigterm_lets_the_running_execution_finish(self):
         server = self.server

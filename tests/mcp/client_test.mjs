@@ -48,8 +48,20 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
+  check("three tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python"]), JSON.stringify(names));
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
+  const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
+  const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
+  check("execute_python: code, session_id and the six limits, flat",
+    JSON.stringify(Object.keys(exec?.properties ?? {}).sort()) === JSON.stringify([...limits, "code", "session_id"].sort()),
+    JSON.stringify(exec?.properties));
+  check("execute_python: the built-in defaults and maxima",
+    exec?.properties?.memory_mb?.default === 256 && exec?.properties?.memory_mb?.maximum === 4096 &&
+    exec?.properties?.timeout_seconds?.default === 30 && exec?.properties?.timeout_seconds?.maximum === 300 &&
+    exec?.properties?.memory_mb?.minimum === 16, JSON.stringify(exec?.properties));
+  const create = tools.find((t) => t.name === "create_session")?.inputSchema;
+  check("create_session: the same limits", JSON.stringify(Object.keys(create?.properties ?? {}).sort()) === JSON.stringify([...limits].sort()),
+    JSON.stringify(create?.properties));
 });
 
 await step("print", async () => {
@@ -57,15 +69,22 @@ await step("print", async () => {
   check("print: text has 42", textOf(r).includes("42"), textOf(r));
   check("print: isError false", r.isError === false);
   check("print: status ok", r.structuredContent?.status === "ok", JSON.stringify(r.structuredContent));
+  check("print: structuredContent is the Result", r.structuredContent?.stdout === "42\n" && r.structuredContent?.exit_code === 0 &&
+    r.structuredContent?.error === null && r.structuredContent?.result === null && Array.isArray(r.structuredContent?.display) &&
+    r.structuredContent?.limits?.memory_mb?.value === 256 && r.structuredContent?.limits?.timeout_seconds?.value === 30,
+    JSON.stringify(r.structuredContent));
 });
 
 await step("plot", async () => {
   const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()";
   const r = await client.callTool({ name: "execute_python", arguments: { code } }, undefined, long);
-  const images = r.structuredContent?.images ?? [];
-  check("plot: one image described", images.length === 1, JSON.stringify(r.structuredContent));
-  const block = images.length ? r.content[images[0].index] : undefined;
-  check("plot: index points at an image/png block", block?.type === "image" && block?.mimeType === "image/png" && block.data.length > 100);
+  const display = r.structuredContent?.display ?? [];
+  check("plot: one displayed output", display.length === 1, JSON.stringify(r.structuredContent));
+  const block = display.length ? r.content[display[0].content_index] : undefined;
+  check("plot: content_index points at an image/png block", block?.type === "image" && block?.mimeType === "image/png" && block.data.length > 100);
+  check("plot: the PNG moved out of the bundle", display.length === 1 && !("image/png" in display[0].data) && typeof display[0].data["text/plain"] === "string",
+    JSON.stringify(display));
+  check("plot: the text names the figure", /\[figure \d+x\d+ PNG, [0-9.]+ KiB\]/.test(textOf(r)), textOf(r));
 });
 
 await step("error", async () => {
@@ -80,14 +99,31 @@ await step("session", async () => {
   check("session: created", typeof id === "string" && created.isError === false, JSON.stringify(created));
   await client.callTool({ name: "execute_python", arguments: { code: "x = 41", session_id: id } }, undefined, long);
   const r = await client.callTool({ name: "execute_python", arguments: { code: "x + 1", session_id: id } }, undefined, long);
-  check("session: x + 1 is 42", textOf(r).includes("42") && r.structuredContent?.result_text === "42", textOf(r));
-  check("session: state preserved", r.structuredContent?.session?.state === "preserved");
-  const fork = await client.callTool({ name: "fork_session", arguments: { session_id: id } }, undefined, long);
-  check("session: fork refused as a tool error", fork.isError === true);
+  check("session: x + 1 is 42", textOf(r).includes("42") && r.structuredContent?.result?.data?.["text/plain"] === "42", textOf(r));
+  check("session: state preserved", r.structuredContent?.session?.state === "preserved" && r.structuredContent?.session?.id === id);
+  // fork_session is gone: calling it is a JSON-RPC invalid-params error, not a tool result.
+  let forkError;
+  try {
+    await client.callTool({ name: "fork_session", arguments: { session_id: id } }, undefined, long);
+  } catch (e) { forkError = e; }
+  check("session: fork_session is an unknown tool (-32602)", forkError?.code === -32602 && /unknown tool/.test(forkError?.message ?? ""), String(forkError));
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
-  check("session: closed", closed.isError === false);
+  check("session: closed", closed.isError === false && closed.structuredContent?.session_id === id, JSON.stringify(closed));
   const gone = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: id } }, undefined, long);
-  check("session: closed session is an error", gone.isError === true);
+  check("session: closed session is a session-not-found refusal", gone.isError === true && gone.structuredContent === undefined &&
+    textOf(gone).startsWith("[execbox] refused (session-not-found): "), textOf(gone));
+});
+
+await step("refusals", async () => {
+  const above = await client.callTool({ name: "execute_python", arguments: { code: "print('ran')", memory_mb: 5000 } }, undefined, long);
+  check("memory_mb above the maximum: refused naming it", above.isError === true && above.structuredContent === undefined &&
+    textOf(above).startsWith("[execbox] refused (limit-exceeded): ") && textOf(above).includes("memory_mb") && !textOf(above).includes("ran"), textOf(above));
+  const wrong = await client.callTool({ name: "execute_python", arguments: { code: "1", timeout_seconds: "5" } }, undefined, long);
+  check("a limit of the wrong type: wrong-type", wrong.isError === true && textOf(wrong).startsWith("[execbox] refused (wrong-type): "), textOf(wrong));
+  const missing = await client.callTool({ name: "execute_python", arguments: {} }, undefined, long);
+  check("no code: invalid-arguments", missing.isError === true && textOf(missing).startsWith("[execbox] refused (invalid-arguments): "), textOf(missing));
+  const unknown = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: "no-such-session" } }, undefined, long);
+  check("unknown session: session-not-found", unknown.isError === true && textOf(unknown).startsWith("[execbox] refused (session-not-found): "), textOf(unknown));
 });
 
 await step("cancel", async () => {

@@ -79,7 +79,11 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("tools/list: four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
+  check("tools/list: three tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python"]), JSON.stringify(names));
+  const exec = tools.find((t) => t.name === "execute_python")?.inputSchema?.properties ?? {};
+  check("tools/list: execute_python carries this server's defaults and maxima",
+    exec.memory_mb?.default === 256 && exec.memory_mb?.maximum === 4096 && exec.timeout_seconds?.maximum === 300 &&
+    exec.disk_mb?.default === 64 && exec.code?.type === "string", JSON.stringify(exec));
   check("tools/list: schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
 });
 
@@ -93,9 +97,10 @@ await step("print", async () => {
 await step("plot", async () => {
   const code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.show()";
   const r = await client.callTool({ name: "execute_python", arguments: { code } }, undefined, long);
-  const images = r.structuredContent?.images ?? [];
-  check("plot: one image described", images.length === 1, JSON.stringify(r.structuredContent));
-  const block = images.length ? r.content[images[0].index] : undefined;
+  const display = r.structuredContent?.display ?? [];
+  check("plot: one displayed output", display.length === 1, JSON.stringify(r.structuredContent));
+  const block = display.length ? r.content[display[0].content_index] : undefined;
+  check("plot: the PNG moved out of its bundle", display.length === 1 && !("image/png" in display[0].data), JSON.stringify(display));
   check("plot: an image/png block", block?.type === "image" && block?.mimeType === "image/png" && block.data.length > 100);
   check("plot: the block is a PNG", block !== undefined && Buffer.from(block.data, "base64").subarray(1, 4).toString() === "PNG");
 });
@@ -117,11 +122,11 @@ await step("session", async () => {
   check("session: created", typeof id === "string", String(id));
   await inSession(id, "x = 41");
   const r = await inSession(id, "x + 1");
-  check("session: x + 1 is 42, state preserved", r.structuredContent?.result_text === "42" && r.structuredContent?.session?.state === "preserved", textOf(r));
+  check("session: x + 1 is 42, state preserved", r.structuredContent?.result?.data?.["text/plain"] === "42" && r.structuredContent?.session?.state === "preserved", textOf(r));
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
   check("session: closed", closed.isError === false);
   const gone = await inSession(id, "1");
-  check("session: closed session is an error", gone.isError === true);
+  check("session: closed session is a session-not-found refusal", gone.isError === true && textOf(gone).startsWith("[execbox] refused (session-not-found): "), textOf(gone));
 });
 
 await step("progress", async () => {
@@ -184,15 +189,25 @@ await step("plain HTTP", async () => {
   const session = { "Mcp-Session-Id": sessionId, "MCP-Protocol-Version": "2025-11-25" };
   let r = await post(ping(), { ...session, Origin: "http://evil.example.com" });
   const problem = await r.json().catch(() => null);
-  check("bad Origin: 403 problem+json", r.status === 403 && (r.headers.get("content-type") ?? "").startsWith("application/problem+json") && problem?.status === 403,
+  check("bad Origin: 403 problem+json", r.status === 403 && (r.headers.get("content-type") ?? "").startsWith("application/problem+json") && problem?.status === 403 &&
+    problem?.type === "urn:execbox:problem:forbidden-origin",
     `${r.status} ${r.headers.get("content-type")} ${JSON.stringify(problem)}`);
   r = await post(ping(), { ...session, Origin: "http://localhost:5173" });
   check("loopback Origin: allowed", r.status === 200, String(r.status));
   r = await post(ping(), { ...session, Origin: "http://localhost.evil.example.com" });
   check("localhost.evil.example.com: 403", r.status === 403, String(r.status));
 
-  r = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...session }, body: JSON.stringify(ping()) });
-  check("missing bearer: 401", r.status === 401, String(r.status));
+  const noAuth = { "Content-Type": "application/json", Accept: "application/json, text/event-stream", ...session };
+  r = await fetch(url, { method: "POST", headers: noAuth, body: JSON.stringify(ping()) });
+  check("missing bearer: 401 with the bare challenge", r.status === 401 && r.headers.get("www-authenticate") === 'Bearer realm="execbox"',
+    `${r.status} ${r.headers.get("www-authenticate")}`);
+  for (const authorization of ["Basic x", "Bearer a b", "Bearer unknown-token-0123456789abcdef"]) {
+    r = await fetch(url, { method: "POST", headers: { ...noAuth, Authorization: authorization }, body: JSON.stringify(ping()) });
+    const problem = await r.json().catch(() => null);
+    check(`${authorization}: 401 invalid_token`, r.status === 401 && problem?.type === "urn:execbox:problem:unauthorized" &&
+      (r.headers.get("www-authenticate") ?? "").startsWith('Bearer realm="execbox", error="invalid_token", error_description="'),
+      `${r.status} ${r.headers.get("www-authenticate")} ${JSON.stringify(problem)}`);
+  }
 
   r = await post(ping());
   check("missing Mcp-Session-Id: 400 problem+json", r.status === 400 && (r.headers.get("content-type") ?? "").startsWith("application/problem+json"), String(r.status));

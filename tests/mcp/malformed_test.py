@@ -57,6 +57,8 @@ expect_error("unknown method", rpc(5, "no/such/method"), -32601, 5)
 expect_error("params not an object", rpc(6, "tools/call", [1]), -32602, 6)
 expect_error("tools/call without a name", rpc(7, "tools/call", {}), -32602, 7)
 expect_error("unknown tool", rpc(8, "tools/call", {"name": "nope", "arguments": {}}), -32602, 8)
+expect_error("fork_session is no tool", rpc(13, "tools/call", {"name": "fork_session", "arguments": {"session_id": "x"}}),
+             -32602, 13)
 expect_error("batch", b"[" + rpc(9, "ping") + b"]", -32600)
 expect_error("not an object", b"42", -32600)
 expect_error("jsonrpc not a string", b'{"jsonrpc":2,"id":12,"method":"ping"}', -32600, 12)
@@ -65,6 +67,19 @@ send(rpc(10, "tools/call", {"name": "execute_python",
                              "arguments": {"code": "import sys; sys.stdout.buffer.write(b'\\xff\\xfe ok')"}}))
 r = reply()
 check("invalid UTF-8 output replaced", r.get("id") == 10 and "ok" in r["result"]["structuredContent"]["stdout"], r)
+
+# Arguments the tool cannot take are a tool result (isError), not a protocol error: the model can act on it.
+for rid, arguments, type_ in ((14, {"code": 1}, "invalid-arguments"),
+                              (15, {"code": "1", "memory_mb": [1]}, "wrong-type"),
+                              (16, {"code": "1", "memory_mb": -5}, "invalid-value"),
+                              (17, {"code": "1", "memory_mb": 1 << 30}, "limit-exceeded"),
+                              (18, {"code": "1", "gpus": 1}, "invalid-arguments")):
+    send(rpc(rid, "tools/call", {"name": "execute_python", "arguments": arguments}))
+    r = reply()
+    result = r.get("result", {})
+    text = "".join(c.get("text", "") for c in result.get("content", []))
+    check(f"tool error {type_} for {arguments}", r.get("id") == rid and result.get("isError") is True
+          and "structuredContent" not in result and text.startswith(f"[execbox] refused ({type_}): "), r)
 
 send(rpc(11, "ping"))
 r = reply()
