@@ -545,6 +545,100 @@ def read_sse(response, on_event=None):
     return events
 
 
+# ---- MCP over Streamable HTTP (/mcp) ------------------------------------------------------------
+
+
+MCP_PROTOCOL = "2025-11-25"
+
+
+def sse_messages(body):
+    """The JSON-RPC messages of an MCP SSE body (`event: message` / `data: ...` blocks)."""
+    out = []
+    for block in body.decode("utf-8").replace("\r\n", "\n").split("\n\n"):
+        data = [l[5:].lstrip(" ") if l.startswith("data:") else None for l in block.split("\n")]
+        data = [d for d in data if d is not None]
+        if data:
+            out.append(json.loads("\n".join(data)))
+    return out
+
+
+class McpClient:
+    """One MCP session over Streamable HTTP with the standard library: POST one JSON-RPC message
+    per request, answered as JSON or as an SSE stream that ends with the response."""
+
+    def __init__(self, server, token=None):
+        self.server = server
+        self.token = server.token if token is None else token
+        self.session_id = None
+        self._ids = 0
+        self._ids_mu = threading.Lock()
+
+    def next_id(self):
+        with self._ids_mu:
+            self._ids += 1
+            return self._ids
+
+    def headers(self, extra=None):
+        h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+             "MCP-Protocol-Version": MCP_PROTOCOL}
+        if self.session_id:
+            h["Mcp-Session-Id"] = self.session_id
+        if extra:
+            h.update(extra)
+        return h
+
+    def post(self, message, headers=None, timeout=REQUEST_TIMEOUT):
+        return self.server.request("POST", "/mcp", json.dumps(message).encode(), headers=self.headers(headers),
+                                   token=self.token, timeout=timeout)
+
+    def initialize(self):
+        r = self.post({"jsonrpc": "2.0", "id": self.next_id(), "method": "initialize",
+                       "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                                  "clientInfo": {"name": "execbox-http-tests", "version": "1"}}})
+        if r.status != 200 or not r.header("mcp-session-id"):
+            raise AssertionError(f"initialize: {r!r}")
+        self.session_id = r.header("mcp-session-id")
+        n = self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        if n.status != 202:
+            raise AssertionError(f"notifications/initialized: {n!r}")
+        return r.json()["result"]
+
+    def rpc(self, method, params=None, timeout=REQUEST_TIMEOUT):
+        """The JSON-RPC response (a dict with "result" or "error") to one request."""
+        rid = self.next_id()
+        message = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            message["params"] = params
+        r = self.post(message, timeout=timeout)
+        if r.status != 200:
+            raise AssertionError(f"{method}: {r!r}")
+        ctype = r.header("content-type") or ""
+        messages = sse_messages(r.body) if ctype.startswith("text/event-stream") else [r.json()]
+        answers = [m for m in messages if m.get("id") == rid and ("result" in m or "error" in m)]
+        if len(answers) != 1:
+            raise AssertionError(f"{method}: {len(answers)} responses in {r!r}")
+        return answers[0]
+
+    def call(self, tool, arguments, timeout=REQUEST_TIMEOUT):
+        """The result of tools/call (content, structuredContent, isError); a JSON-RPC error raises."""
+        answer = self.rpc("tools/call", {"name": tool, "arguments": arguments}, timeout=timeout)
+        if "error" in answer:
+            raise AssertionError(f"tools/call {tool}: JSON-RPC error {answer['error']}")
+        return answer["result"]
+
+    def tools(self):
+        return {t["name"]: t for t in self.rpc("tools/list")["result"]["tools"]}
+
+    def delete(self):
+        r = self.server.request("DELETE", "/mcp", headers=self.headers(), token=self.token)
+        return r
+
+
+def tool_text(result):
+    """The text blocks of a tool result, joined."""
+    return "\n".join(c["text"] for c in result.get("content", []) if c.get("type") == "text")
+
+
 def read_audit(path):
     """Every line of an audit log, parsed (an absent file has none)."""
     try:

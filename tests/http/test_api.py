@@ -192,6 +192,24 @@ class ExecuteTest(SharedCase):
                 r = self.server.request("POST", "/v1/execute", b'{"code": "print(7)"}', headers=headers)
                 self.assertEqual(self.assertResult(r, "ok")["stdout"], "7\n")
 
+    def test_raise_memory_error_is_an_error(self):
+        # A MemoryError the code raises itself is the code's error, not the memory limit: only the
+        # cgroup's own OOM counter says "memory_limit".
+        r = self.assertResult(self.server.execute("print('before')\nraise MemoryError('made up')\n"), "error")
+        self.assertEqual(r["error"]["ename"], "MemoryError", r["error"])
+        self.assertIn("made up", r["error"]["evalue"])
+        self.assertEqual(r["exit_code"], 1)
+        self.assertEqual(r["stdout"], "before\n")
+
+    def test_non_ascii_file_name(self):
+        r = self.assertResult(self.server.execute('open("données.csv", "w").write("a")'), "ok")
+        self.assertEqual([f["name"] for f in r["files"]], ["données.csv"], r["files"])
+        self.assertEqual(base64.b64decode(r["files"][0]["content_base64"]), b"a")
+        # An input file with such a name reaches the code under it.
+        files = [{"name": "entrée/naïve.txt", "content_base64": b64("ça va".encode())}]
+        r = self.assertResult(self.server.execute('open("entrée/naïve.txt").read()', files=files), "ok")
+        self.assertEqual(r["result"]["data"]["text/plain"], repr("ça va"))
+
     def test_execute_with_the_second_key(self):
         r = self.assertResult(self.server.execute("print(2 ** 10)", token=KEY_B), "ok")
         self.assertEqual(r["stdout"], "1024\n")
@@ -608,6 +626,78 @@ class SessionTest(SharedCase):
                                "limit-exceeded")
         self.assertEqual(p.get("limit"), "disk_mb", p)
         self.assertEqual(p.get("maximum"), 1024, p)
+
+    def test_creation_limits(self):
+        """POST /v1/sessions {"limits": ...}: the session's own defaults for its executions;
+        disk_mb is fixed for its life (another value is 422 limit-fixed, naming the limit)."""
+        r = self.server.request("POST", "/v1/sessions", {"limits": {"disk_mb": 8, "memory_mb": 128}})
+        self.assertEqual(r.status, 201, repr(r))
+        self.assertValid("SessionInfo", r.json())
+        sid = r.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{sid}")
+        ex = f"/v1/sessions/{sid}/execute"
+        p = self.assertProblem(self.server.execute("x = 1", path=ex, limits={"disk_mb": 16}), 422, "limit-fixed")
+        self.assertEqual(p.get("limit"), "disk_mb", p)
+        self.assertIn("disk_mb", p["detail"])
+        # The same through /v1/execute with session_id.
+        p = self.assertProblem(self.server.execute("x = 1", session_id=sid, limits={"disk_mb": 16}), 422,
+                               "limit-fixed")
+        self.assertEqual(p.get("limit"), "disk_mb", p)
+        # The refused execution did not run.
+        r = self.assertResult(self.server.execute("'x' in globals()", path=ex), "ok")
+        self.assertEqual(r["result"]["data"]["text/plain"], "False")
+        self.assertEqual(r["limits"]["disk_mb"]["value"], 8, r["limits"])
+        self.assertEqual(r["limits"]["memory_mb"]["value"], 128, r["limits"])
+        self.assertEqual(r["limits"]["timeout_seconds"]["value"], 30, r["limits"])
+        r = self.assertResult(self.server.execute("x = 1", path=ex, limits={"disk_mb": 8}), "ok")
+        self.assertEqual(r["limits"]["disk_mb"]["value"], 8, r["limits"])
+        r = self.assertResult(self.server.execute("x + 1", path=ex), "ok")
+        self.assertEqual(r["result"]["data"]["text/plain"], "2")
+        self.assertEqual(r["limits"]["disk_mb"]["value"], 8, r["limits"])
+        # And the work dir really is 8 MiB: 12 MiB do not fit.
+        r = self.assertResult(self.server.execute(
+            "try:\n    open('big.bin', 'wb').write(b'x' * (12 << 20))\n    print('fits')\n"
+            "except OSError as e:\n    print('refused', e.errno)\n", path=ex))
+        self.assertIn("refused", r["stdout"], r)
+        self.assertNotIn("fits", r["stdout"])
+
+    def test_memory_is_per_execution_in_a_session(self):
+        """memory_mb is set per execution (only disk_mb is fixed at creation): an execution in a
+        session may ask more or less than the session's default, and the next one is back at the
+        default, with the session's state kept throughout."""
+        r = self.server.request("POST", "/v1/sessions", {"limits": {"memory_mb": 128}})
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{sid}")
+        ex = f"/v1/sessions/{sid}/execute"
+        self.assertResult(self.server.execute("x = 1", path=ex), "ok")
+        for asked, want in ((200, 200), (None, 128), (100, 100), (None, 128)):
+            limits = {"limits": {"memory_mb": asked}} if asked else {}
+            r = self.server.execute("x += 1\nx", path=ex, **limits)
+            self.assertEqual(r.status, 200, f"memory_mb {asked} (expecting {want}): {r!r}")
+            r = self.assertResult(r, "ok")
+            self.assertEqual(r["limits"]["memory_mb"]["value"], want, r["limits"])
+            self.assertEqual(r["session"]["state"], "preserved", r["session"])
+        r = self.assertResult(self.server.execute("x", path=ex), "ok")
+        self.assertEqual(r["result"]["data"]["text/plain"], "5")
+
+    def test_non_ascii_file_names(self):
+        sid = self.create()
+        data = "première ligne\n".encode() + bytes(range(256))
+        put = self.server.request("PUT", f"/v1/sessions/{sid}/files/r%C3%A9sum%C3%A9.txt", data)
+        self.assertEqual(put.status, 204, repr(put))
+        get = self.server.request("GET", f"/v1/sessions/{sid}/files/r%C3%A9sum%C3%A9.txt")
+        self.assertEqual(get.status, 200, repr(get))
+        self.assertEqual(get.body, data)
+        r = self.run_in(sid, "import os\nd = open('résumé.txt', 'rb').read()\n(len(d), 'résumé.txt' in os.listdir('.'))")
+        self.assertEqual(r["result"]["data"]["text/plain"], f"({len(data)}, True)")
+        # A file the code names so comes back by that name, and can be downloaded.
+        r = self.run_in(sid, "open('données.csv', 'w').write('a,b')")
+        self.assertEqual([f["name"] for f in r["files"]], ["données.csv"], r["files"])
+        get = self.server.request("GET", f"/v1/sessions/{sid}/files/donn%C3%A9es.csv")
+        self.assertEqual(get.status, 200, repr(get))
+        self.assertEqual(get.body, b"a,b")
+
 
 # ---- OpenAPI, health, metrics, audit ------------------------------------------------------------
 

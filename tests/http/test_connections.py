@@ -13,6 +13,7 @@ from harness import KEY_A, ApiTestCase, Server, parse_raw_response, sha256_hex, 
 KEY_SINGLE = "test-key-single-0123456789abcdef"
 KEY_SLOW = "test-key-slow-0123456789abcdef"
 MAX_CONNECTIONS = 6
+DEFAULT_MEMORY_MB = 200
 
 CONFIG = f"""
 [http]
@@ -20,6 +21,9 @@ header_timeout_seconds = 2
 body_timeout_seconds = 5
 max_body_bytes = 1048576
 max_connections = {MAX_CONNECTIONS}
+
+[limits.default]
+memory_mb = {DEFAULT_MEMORY_MB}
 
 [[keys]]
 id = "single"
@@ -293,6 +297,19 @@ class ConnectionTest(ApiTestCase):
         finally:
             conn.close()
 
+    def test_openapi_carries_the_configured_limits(self):
+        """GET /v1/openapi.json on a server started with memory_mb = 200 under [limits.default]
+        says 200: the document describes the running server, not the built-in defaults."""
+        r = self.server.request("GET", "/v1/openapi.json")
+        self.assertEqual(r.status, 200, repr(r))
+        limits = r.json()["components"]["schemas"]["Limits"]["properties"]
+        self.assertEqual(limits["memory_mb"]["default"], 200, limits["memory_mb"])
+        self.assertEqual(limits["memory_mb"]["maximum"], 4096, limits["memory_mb"])
+        self.assertEqual(limits["timeout_seconds"]["default"], 30, limits["timeout_seconds"])
+        # A request naming no limit runs with it.
+        res = self.assertResult(self.server.execute("1"), "ok")
+        self.assertEqual(res["limits"]["memory_mb"]["value"], 200, res["limits"])
+
     def test_cold_server(self):
         r = self.server.request("GET", "/readyz", auth=False)
         self.assertEqual(r.status, 200, repr(r))
@@ -302,6 +319,7 @@ class ConnectionTest(ApiTestCase):
         self.assertEqual(res["stdout"], "3\n")
         self.assertEqual(res["result"]["data"]["text/plain"], "42")
         self.assertEqual(res["usage"]["engine"], "cold")
+        self.assertEqual(res["limits"]["memory_mb"]["value"], DEFAULT_MEMORY_MB, res["limits"])
         self.assertProblem(self.server.request("POST", "/v1/sessions", {}), 409, "sessions-unavailable")
         self.assertProblem(self.server.request("GET", "/v1/sessions"), 409, "sessions-unavailable")
         self.assertProblem(self.server.execute("1", session_id="abc"), 409, "sessions-unavailable")

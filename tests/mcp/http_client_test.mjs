@@ -129,6 +129,26 @@ await step("session", async () => {
   check("session: closed session is a session-not-found refusal", gone.isError === true && textOf(gone).startsWith("[execbox] refused (session-not-found): "), textOf(gone));
 });
 
+// Sessions belong to the key: another key's own MCP session cannot use this one's.
+await step("another key", async () => {
+  if (!otherToken) return;
+  const id = await createSession();
+  await inSession(id, "secret = 'alpha-' + 'only'");
+  const other = new Client({ name: "execbox-http-test-b", version: "1.0.0" });
+  const otherTransport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth(otherToken) } });
+  await other.connect(otherTransport);
+  const r = await other.callTool({ name: "execute_python", arguments: { code: "print(secret)", session_id: id } }, undefined, long);
+  check("another key: session-not-found, no secret", r.isError === true && r.structuredContent === undefined &&
+    textOf(r).startsWith("[execbox] refused (session-not-found): ") && !JSON.stringify(r).includes("alpha-only"), JSON.stringify(r));
+  const closed = await other.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
+  check("another key: cannot close it", closed.isError === true && textOf(closed).startsWith("[execbox] refused (session-not-found): "), textOf(closed));
+  await otherTransport.terminateSession();
+  await other.close();
+  const mine = await inSession(id, "print(secret)");
+  check("another key: still there for its owner", mine.structuredContent?.stdout === "alpha-only\n", textOf(mine));
+  await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
+});
+
 await step("progress", async () => {
   const notes = [];
   const r = await client.callTool({ name: "execute_python", arguments: { code: "import time\ntime.sleep(3)\nprint('done')" } },
