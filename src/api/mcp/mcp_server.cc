@@ -270,7 +270,12 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
     return StructuredToolResult({{"session_id", info->id}});
   }
   auto id = StringArgument(arguments, "session_id");
-  if (!id) return ToolError("invalid arguments: " + id.error().message);
+  if (!id) {
+    return RefusalToolResult(engine::Refusal{.kind = engine::RefusalKind::kBadRequest,
+                                             .type = "invalid-arguments",
+                                             .title = "Invalid arguments",
+                                             .detail = id.error().message});
+  }
   auto closed = gate_.CloseSession(caller_, *id, origin_);
   {
     std::lock_guard lock(sessions_mu_);
