@@ -66,6 +66,12 @@ void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Lim
                                std::to_string((limits.output_bytes * limits.output_kill_factor) >> 20) +
                                " MiB to one stream and was stopped");
       return;
+    case Ending::kForgedDone:
+      r.status = Status::kError;
+      r.error = LimitError("SandboxError",
+                           "the code wrote to execbox's result channel (a forged end-of-execution marker) "
+                           "and went on running; it was stopped");
+      return;
     case Ending::kSignaled:
       r.status = Status::kKilled;
       r.error = LimitError("Killed", "the process was killed by " + SignalName(o.signal));

@@ -12,6 +12,7 @@
 
 #include "base/unique_fd.h"
 #include "jail/cgroup.h"
+#include "jail/done_check.h"
 #include "jail/sandbox.h"
 
 namespace execbox::jail {
@@ -57,9 +58,13 @@ struct WatchSpec {
   const RunHooks* hooks = nullptr;
   Cgroup* cgroup = nullptr;
   std::function<void()> kill_tree;  // SIGKILL the whole tree, now
-  // A session execution ends when the code's process writes one byte 'D' here (its channel);
-  // the process lives on. -1: the execution ends when the tree does.
+  // A warm execution ends when the code's process writes one byte 'D' here (its channel) and
+  // check_done then confirms it; a session's process lives on. -1: the execution ends when the
+  // tree does.
   int done_fd = -1;
+  // Asked after a 'D' until it confirms or kDoneCheckWindow has passed (then the execution
+  // ends as kForgedDone). Required with done_fd: a marker nobody can confirm is not believed.
+  std::function<DoneCheck()> check_done;
   CgroupUsage base;  // the group's counters when the execution began (sessions reuse a group)
 };
 
@@ -90,6 +95,8 @@ class Watch {
   void Abandon(const char* why);
   void DrainOutput();
   void ReadDone();
+  void CheckDoneClaim();
+  void TakeDone();
 
   const WatchSpec& spec_;
   Channels& ch_;
@@ -101,6 +108,9 @@ class Watch {
   bool report_done_ = false;
   bool collecting_ = false;
   bool done_open_ = true;
+  // A 'D' arrived and is being checked (since then); void: the process is ending instead.
+  std::optional<Clock::time_point> done_claimed_at_;
+  bool done_claim_void_ = false;
   int wait_status_ = 0;
   uint64_t tree_cpu_us_ = 0;
   uint64_t tree_maxrss_kib_ = 0;

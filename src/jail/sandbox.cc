@@ -146,6 +146,8 @@ const char* EndingName(Ending e) {
       return "cancelled";
     case Ending::kSetupFailed:
       return "setup_failed";
+    case Ending::kForgedDone:
+      return "forged_done";
   }
   return "unknown";
 }

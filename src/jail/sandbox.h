@@ -26,6 +26,7 @@ enum class Ending {
   kOutputLimit,  // a stream wrote more than output_kill_factor * output_bytes
   kCancelled,    // the caller cancelled the run (RunHooks::cancel)
   kSetupFailed,  // the jail could not be built (message says which step)
+  kForgedDone,   // a warm child's done marker was not the agent's: the code wrote it (done_check.h)
 };
 const char* EndingName(Ending ending);
 

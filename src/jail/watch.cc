@@ -17,6 +17,15 @@ namespace execbox::jail {
 constexpr uint64_t kReportCap = 64ull << 20;
 // After asking the tree's parent to stop, how long before it is killed outright.
 constexpr auto kStopGrace = std::chrono::seconds(2);
+// How long after a 'D' the kernel may take to show the agent parked or exiting. The agent gets
+// there within microseconds; the slack is for a loaded host, or a thread of the code that holds
+// the GIL in one long C call (that rare session is then lost as if forged).
+constexpr auto kDoneCheckWindow = std::chrono::seconds(2);
+// While a 'D' is being checked, the time between looks: a quarter of the time waited so far,
+// within these bounds. The agent parks a few microseconds after its 'D' once it has a CPU;
+// sleeping between looks (not spinning) leaves this CPU to it when both share one.
+constexpr auto kFirstDoneLookGap = std::chrono::microseconds(50);
+constexpr auto kLastDoneLookGap = std::chrono::milliseconds(5);
 
 bool SendWireHeader(int fd, const void* header, size_t size) {
   return ::send(fd, header, size, MSG_NOSIGNAL) == static_cast<ssize_t>(size);
@@ -52,18 +61,57 @@ void Watch::DrainOutput() {
   }
 }
 
-// One byte from a session's code process: 'D' ends the execution. Anything else is the code
-// writing to its own channel, and changes nothing; EOF means the process is gone (the keeper
-// reports how it ended).
+// Bytes from a warm child's code process: a 'D' ends the execution once CheckDoneClaim
+// confirms it. Anything else is the code writing to its own channel, and changes nothing; EOF
+// means the process is gone (the keeper reports how it ended).
+// Bytes with a 'D' are peeked, and taken only once the claim is settled: taking them frees
+// their buffer, which wakes a reader of the sender's socket (write space), so an agent already
+// parked in recvmsg would be runnable again, not seen parked, until it next gets a CPU.
 void Watch::ReadDone() {
   char bytes[512];
-  ssize_t n = ::read(spec_.done_fd, bytes, sizeof bytes);
+  ssize_t n = ::recv(spec_.done_fd, bytes, sizeof bytes, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     done_open_ = false;
     return;
   }
-  if (std::memchr(bytes, 'D', static_cast<size_t>(n)) != nullptr && !exited_) report_done_ = true;
+  bool marker = std::memchr(bytes, 'D', static_cast<size_t>(n)) != nullptr;
+  if (!marker || exited_ || report_done_ || done_claim_void_) {
+    (void)::recv(spec_.done_fd, bytes, static_cast<size_t>(n), MSG_DONTWAIT);
+    return;
+  }
+  done_claimed_at_ = Clock::now();
+  CheckDoneClaim();
+}
+
+// What is on the channel once a 'D' was believed: the agent has parked, so only what the
+// code's own threads may still write follows (bounded here; the next execution reads the rest).
+void Watch::TakeDone() {
+  char bytes[65536];
+  for (int i = 0; i < 64; ++i) {
+    if (::recv(spec_.done_fd, bytes, sizeof bytes, MSG_DONTWAIT) <= 0) return;
+  }
+}
+
+// The code runs in the agent's process and can write the 'D' itself: it is believed only when
+// the kernel shows the process doing what the agent does next (check_done). A 'D' not followed
+// by that within kDoneCheckWindow was the code's: the tree is stopped and the execution ends as
+// kForgedDone, never as ok.
+void Watch::CheckDoneClaim() {
+  if (!done_claimed_at_ || exited_ || stop_reason_) return;
+  DoneCheck c = spec_.check_done ? spec_.check_done() : DoneCheck::kNotYet;
+  if (c == DoneCheck::kConfirmed) {
+    done_claimed_at_.reset();
+    report_done_ = true;
+    TakeDone();
+  } else if (c == DoneCheck::kEnding) {
+    done_claimed_at_.reset();  // the keeper's kExited, not the marker, ends this execution
+    done_claim_void_ = true;
+  } else if (Clock::now() - *done_claimed_at_ >= kDoneCheckWindow) {
+    done_claimed_at_.reset();
+    done_claim_void_ = true;
+    Stop(Ending::kForgedDone);
+  }
 }
 
 void Watch::Stop(Ending reason) {
@@ -223,7 +271,8 @@ void Watch::Loop() {
     add(ch_.report_read, POLLIN);
     if (control_open_) add(ch_.control_host, POLLIN);
     add(ch_.stdin_write, POLLOUT);
-    if (spec_.done_fd >= 0 && done_open_ && !collecting_) {
+    // Not while a 'D' (left unread) is being checked, or after it was not believed.
+    if (spec_.done_fd >= 0 && done_open_ && !collecting_ && !done_claimed_at_ && !done_claim_void_) {
       fds[n++] = {.fd = spec_.done_fd, .events = POLLIN, .revents = 0};
     }
     bool output_open = ch_.stdout_read.Valid() || ch_.stderr_read.Valid() || ch_.report_read.Valid();
@@ -235,11 +284,18 @@ void Watch::Loop() {
     }
 
     auto now = Clock::now();
-    auto wake = std::min(deadline_, now + std::chrono::milliseconds(100));
+    Clock::time_point wake = std::min(deadline_, now + std::chrono::milliseconds(100));
     if (kill_at_) wake = std::min(wake, *kill_at_);
-    int timeout = static_cast<int>(
-        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count()));
-    if (::poll(fds, static_cast<nfds_t>(n), timeout) < 0 && errno != EINTR) break;
+    if (done_claimed_at_) {
+      auto gap =
+          std::clamp<Clock::duration>((now - *done_claimed_at_) / 4, kFirstDoneLookGap, kLastDoneLookGap);
+      wake = std::min(wake, now + gap);
+    }
+    auto left =
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::nanoseconds>(wake - now).count());
+    struct timespec timeout = {.tv_sec = static_cast<time_t>(left / 1'000'000'000),
+                               .tv_nsec = static_cast<long>(left % 1'000'000'000)};
+    if (::ppoll(fds, static_cast<nfds_t>(n), &timeout, nullptr) < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
       int fd = fds[i].fd;
@@ -257,6 +313,7 @@ void Watch::Loop() {
         ReadDone();
     }
     CheckLimits();
+    CheckDoneClaim();
   }
   if (ended_at_ == Clock::time_point{}) ended_at_ = Clock::now();
 }
@@ -276,6 +333,9 @@ void ClassifyEnding(const Limits& limits, const Watch& w, const CgroupUsage& cg,
   if (WIFSIGNALED(st)) out.signal = WTERMSIG(st);
   if (w.setup_failed()) {
     out.ending = Ending::kSetupFailed;
+  } else if (w.stop_reason() == Ending::kForgedDone && cg.oom_kills > 0) {
+    out.ending = Ending::kMemoryLimit;  // what the kernel decided stands over the forgery
+    if (out.signal == 0) out.signal = SIGKILL;
   } else if (w.stop_reason()) {
     out.ending = *w.stop_reason();
     if (out.signal == 0) out.signal = SIGKILL;

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -296,6 +297,8 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
   if (::setsockopt(control->first.Get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
     return FailErrno("SO_PASSCRED");
   }
+  struct stat channel_st {};
+  if (::fstat(channel->second.Get(), &channel_st) != 0) return FailErrno("fstat the channel");
   const Limits& l = options.limits;
   WarmChildSpec spec{.session = options.session ? 1u : 0u,
                      .work_dir_bytes = l.work_dir_bytes,
@@ -368,6 +371,9 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
       // kExited: the code's process died; its 'F' text (if any) is on the channel.
     }
   }
+  auto code = CodeProcess::Open(keeper, channel_st.st_ino);
+  if (!code) return std::unexpected(Context("warm child", code.error()));
+  child->code_ = std::move(*code);
   child->alive_ = true;
   return child;
 }
@@ -432,6 +438,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                        cgroup->KillAll();
                      },
                  .done_fd = channel_.Get(),
+                 .check_done = [this] { return code_.Check(options_.session); },
                  .base = base};
   Watch watch(spec, ch, out);
   watch.Loop();

@@ -15,6 +15,7 @@
 
 #include "base/unique_fd.h"
 #include "jail/cgroup.h"
+#include "jail/done_check.h"
 #include "jail/sandbox.h"
 
 namespace execbox::jail {
@@ -88,6 +89,7 @@ class WarmChild {
   pid_t keeper_ = -1;  // host pid of the keeper
   UniqueFd keeper_pidfd_;
   UniqueFd control_, channel_;
+  CodeProcess code_;  // what confirms a done marker (done_check.h)
   std::unique_ptr<Cgroup> cgroup_;
   Layers layers_;
   Enforcement enforcement_;

@@ -668,5 +668,42 @@ TEST_P(Hostile, KeepFilesDoesNotFollowASymlinkedFileOnTheHost) {
 INSTANTIATE_TEST_SUITE_P(Modes, Hostile, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
                          [](const auto& param_info) { return ModeName(param_info.param); });
 
+// A warm session (execbox repl) whose code writes the agent's done marker on its own channel and
+// goes on running: the host does not take the marker (the process never parks on its channel),
+// so the cell is not ok, the state is reported lost, and the next cell runs in a fresh process.
+class HostileSession : public BothModes {};
+
+TEST_P(HostileSession, AForgedDoneMarkerIsNotOk) {
+  const std::string cells =
+      "x = 41\nimport os\nif True:\n    os.write(3, b'D')\n    print('after', flush=True)\n    while True: "
+      "pass\n\n"
+      "print('x' in globals())\n";
+  Invocation r = RunExecbox({"repl", "--json", "--timeout", "3"}, GetParam(), cells);
+  if (GetParam() == Mode::kUnprivileged && r.exit_status == 70) {
+    GTEST_SKIP() << "no warm sandbox for this user: " << r.err;
+  }
+  std::vector<json> lines;
+  for (size_t at = 0, end; at < r.out.size(); at = end + 1) {  // one JSON result per line
+    end = r.out.find('\n', at);
+    if (end == std::string::npos) end = r.out.size();
+    lines.push_back(json::parse(r.out.substr(at, end - at), nullptr, false));
+  }
+  ASSERT_EQ(lines.size(), 4u) << r.out << r.err;
+  auto field = [](const json& j, const char* pointer) {
+    return j.is_object() ? j.value(json::json_pointer(pointer), json()) : json();
+  };
+  const json& forged = lines[2];
+  EXPECT_EQ(field(forged, "/status"), "error") << forged.dump(2);
+  EXPECT_EQ(field(forged, "/error/ename"), "SandboxError") << forged.dump(2);
+  EXPECT_EQ(field(forged, "/session/state"), "lost") << forged.dump(2);
+  EXPECT_EQ(field(forged, "/stdout"), "after\n") << forged.dump(2);
+  const json& next = lines[3];
+  EXPECT_EQ(field(next, "/status"), "ok") << next.dump(2);
+  EXPECT_EQ(field(next, "/stdout"), "False\n") << next.dump(2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, HostileSession, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
+                         [](const auto& param_info) { return ModeName(param_info.param); });
+
 }  // namespace
 }  // namespace execbox::e2e

@@ -862,6 +862,144 @@ TEST_F(WarmSessions, NonAsciiFileNamesGoBothWays) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// ---- a done marker the code forged (the code can write to its own channel) ----
+// The agent's "D" ends an execution only once the kernel shows the code's process doing what
+// the agent does next: exiting (one-shot), or waiting on its channel for the next request
+// (session). A "D" followed by anything else is reported as the code's doing, never as ok.
+
+constexpr const char* kForgeDoneThenSpin =
+    "import os\nos.write(3, b'D')\nprint('after', flush=True)\nwhile True: pass";
+
+void ExpectForged(const Result& r, const std::string& describe) {
+  EXPECT_EQ(r.status, Status::kError) << describe;
+  ASSERT_TRUE(r.error.has_value()) << describe;
+  EXPECT_EQ(r.error->ename, "SandboxError") << describe;
+  EXPECT_NE(r.error->evalue.find("result channel"), std::string::npos) << describe;
+}
+
+TEST_F(Warm, AForgedDoneMarkerDoesNotEndAnExecutionAsOk) {
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(3);
+  Result r = Run(kForgeDoneThenSpin, limits);
+  EXPECT_NE(r.status, Status::kOk) << Describe(r);
+  ExpectForged(r, Describe(r));
+  EXPECT_EQ(Out(r), "after\n") << "what the code printed after the marker is kept: " << Describe(r);
+  Result after = Run("print('healthy')");
+  EXPECT_EQ(after.status, Status::kOk) << Describe(after);
+  EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
+}
+
+TEST_F(Warm, AForgedDoneMarkerThenTheMemoryLimitIsNeverOk) {
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(10);
+  Result r =
+      Run("import os\nos.write(3, b'D')\nx = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])\n"
+          "while True: pass",
+          limits);
+  EXPECT_NE(r.status, Status::kOk) << Describe(r);
+  EXPECT_TRUE(r.status == Status::kMemoryLimit || (r.error && r.error->ename == "SandboxError"))
+      << Describe(r);
+}
+
+TEST_F(Warm, NormalExecutionsWithThreadsLeftRunningAreOk) {
+  for (int i = 0; i < 5; ++i) {
+    Result r = Run("print(1)");
+    EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  }
+  // A daemon thread still running when the one-shot agent exits: the process exits anyway.
+  Result daemon =
+      Run("import threading, time\ndef spin():\n    while True: time.sleep(0.01)\n"
+          "threading.Thread(target=spin, daemon=True).start()\nprint('started')");
+  EXPECT_EQ(daemon.status, Status::kOk) << Describe(daemon);
+  EXPECT_EQ(Out(daemon), "started\n") << Describe(daemon);
+}
+
+TEST_F(WarmSessions, AForgedDoneMarkerLosesTheSessionAndTheNextExecutionWorks) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result kept = Exec(s->id, "x = 41");
+  EXPECT_EQ(kept.status, Status::kOk) << Describe(kept);
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(3);
+  Result forged = Exec(s->id, kForgeDoneThenSpin, limits);
+  EXPECT_NE(forged.status, Status::kOk) << Describe(forged);
+  ExpectForged(forged, Describe(forged));
+  ASSERT_TRUE(forged.session.has_value());
+  EXPECT_FALSE(forged.session->preserved) << Describe(forged);
+  Result next = Exec(s->id, "print('x' in globals())");
+  EXPECT_EQ(next.status, Status::kOk) << Describe(next);
+  EXPECT_EQ(Out(next), "False\n") << Describe(next);
+  Result later = Exec(s->id, "print('later')");
+  EXPECT_EQ(Out(later), "later\n") << Describe(later);
+  EXPECT_TRUE(later.session->preserved) << Describe(later);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, AForgedDoneMarkerThenTheMemoryLimitIsNeverOk) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(10);
+  Result r = Exec(s->id,
+                  "import os\nos.write(3, b'D')\nx = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])\n"
+                  "while True: pass",
+                  limits);
+  EXPECT_NE(r.status, Status::kOk) << Describe(r);
+  EXPECT_TRUE(r.status == Status::kMemoryLimit || (r.error && r.error->ename == "SandboxError"))
+      << Describe(r);
+  ASSERT_TRUE(r.session.has_value());
+  EXPECT_FALSE(r.session->preserved) << Describe(r);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+TEST_F(WarmSessions, ABackgroundThreadThatOutlivesTheCellIsNotAForgery) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result started = Exec(s->id,
+                        "import threading, time\nticks = [0]\ndef tick():\n    while True:\n"
+                        "        ticks[0] += 1\n        time.sleep(0.01)\n"
+                        "threading.Thread(target=tick, daemon=True).start()\nprint('started')");
+  EXPECT_EQ(started.status, Status::kOk) << Describe(started);
+  EXPECT_TRUE(started.session->preserved);
+  for (int i = 0; i < 3; ++i) {
+    Result next = Exec(s->id, "import threading\nprint(threading.active_count(), ticks[0] > 0)");
+    EXPECT_EQ(next.status, Status::kOk) << Describe(next);
+    EXPECT_EQ(Out(next), "2 True\n") << Describe(next);
+    EXPECT_TRUE(next.session->preserved) << Describe(next);
+  }
+  // A thread that spins on the CPU (and so holds the GIL half the time) does not stop the
+  // agent from reaching its channel either.
+  Result spinning =
+      Exec(s->id, "def spin():\n    while True: pass\nthreading.Thread(target=spin, daemon=True).start()");
+  EXPECT_EQ(spinning.status, Status::kOk) << Describe(spinning);
+  EXPECT_TRUE(spinning.session->preserved) << Describe(spinning);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
+// Where the host may not read /proc/<pid>/syscall, the check falls back to "the main thread is
+// asleep and has not run": it must still tell a forgery from an agent waiting for its channel.
+TEST_F(WarmSessions, TheFallbackCheckStillTellsAForgeryFromAParkedAgent) {
+  struct Fallback {
+    Fallback() { jail::UseDoneCheckFallbackForTesting(true); }
+    ~Fallback() { jail::UseDoneCheckFallbackForTesting(false); }
+  } fallback;
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result kept = Exec(s->id,
+                     "import threading, time\ndef tick():\n    while True: time.sleep(0.01)\n"
+                     "threading.Thread(target=tick, daemon=True).start()\nx = 41");
+  EXPECT_EQ(kept.status, Status::kOk) << Describe(kept);
+  Result again = Exec(s->id, "print(x + 1)");
+  EXPECT_EQ(Out(again), "42\n") << Describe(again);
+  EXPECT_TRUE(again.session->preserved) << Describe(again);
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(3);
+  Result forged = Exec(s->id, kForgeDoneThenSpin, limits);
+  ExpectForged(forged, Describe(forged));
+  EXPECT_FALSE(forged.session->preserved) << Describe(forged);
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 }  // namespace
 }  // namespace execbox::engine
 
