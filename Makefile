@@ -41,5 +41,25 @@ bench-http: build
 clean:
 	rm -rf build build-asan
 
+# Fuzzing (fuzz/, README "Fuzzing"): a clang build of its own in build-fuzz, then every target
+# for FUZZ_SECONDS on a scratch copy of its corpus; fails on a crash, leak or timeout.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-build fuzz-deps
+
+fuzz-deps: deps
+	@scripts/install-fuzz-deps.sh
+
+# A changed fuzz/clang.cmake needs a fresh cache: -C does not override entries already set.
+$(FUZZ_BUILD)/Makefile: CMakeLists.txt fuzz/CMakeLists.txt fuzz/clang.cmake | fuzz-deps
+	@rm -f $(FUZZ_BUILD)/CMakeCache.txt
+	cmake -S . -B $(FUZZ_BUILD) -C fuzz/clang.cmake >/dev/null
+
+fuzz-build: fuzz-deps $(FUZZ_BUILD)/Makefile
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	@fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 format:
 	@find src tests bench -name '*.cc' -o -name '*.h' | xargs clang-format -i

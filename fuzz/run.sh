@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Runs each fuzz target for SECONDS on a scratch copy of its committed corpus (the committed
+# fuzz/corpus/ never grows), and fails on any crash, leak, timeout or out-of-memory, naming the
+# input that caused it. Ends with one line per target and the runner's summary.
+#   fuzz/run.sh BUILD_DIR [SECONDS] [TARGET...]      (make fuzz: build-fuzz, FUZZ_SECONDS)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:?usage: fuzz/run.sh BUILD_DIR [SECONDS] [TARGET...]}" && pwd)
+seconds=${2:-60}
+shift $(($# >= 2 ? 2 : 1))
+
+# target and -max_len: a little above what a real input of that kind holds, small enough that
+# libFuzzer's mutations stay fast. http_request reaches the server's 16 KiB header limit.
+declare -A max_len=([http_request]=20000 [execute_request]=8192 [toml_config]=8192 [report]=16384
+  [mcp_message]=8192)
+all=(http_request execute_request toml_config report mcp_message)
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
+
+# Reports name file:line through clang 16's own symbolizer (llvm-16, scripts/install-fuzz-deps.sh).
+if [ -x /usr/lib/llvm-16/bin/llvm-symbolizer ]; then
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-16/bin/llvm-symbolizer
+fi
+
+stat() {  # stat NAME LOG: libFuzzer's -print_final_stats value
+  sed -n "s/^stat::$1: *//p" "$2" | tail -1
+}
+cov() {  # cov WORD LOG: the "cov:" count on libFuzzer's INITED or DONE line
+  sed -n "s/^#[0-9]*[[:space:]]*$1[[:space:]]*cov: \([0-9]*\).*/\1/p" "$2" | tail -1
+}
+
+passed=0 failed=0
+summary=()
+for t in "${targets[@]}"; do
+  bin=$build/fuzz/${t}_fuzzer
+  work=$build/fuzz-run/$t
+  rm -rf "$work"
+  mkdir -p "$work/corpus" "$work/artifacts"
+  if [ ! -x "$bin" ]; then
+    echo "fuzz: $t: no fuzzer at $bin"
+    summary+=("$t: FAILED (not built)")
+    failed=$((failed + 1))
+    continue
+  fi
+  cp "$here/corpus/$t/"* "$work/corpus/"
+  seeds=$(find "$work/corpus" -type f | wc -l)
+  dict=()
+  [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+  echo "fuzz: $t for ${seconds}s ($seeds seeds, log $work/log)"
+  # libFuzzer stops an input after 10 s itself; the outer timeout is for a run that hangs anyway.
+  (cd "$work" && timeout --kill-after=10 $((seconds + 120)) "$bin" -max_total_time="$seconds" \
+    -max_len="${max_len[$t]:-4096}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="$work/artifacts/" "${dict[@]}" "$work/corpus" >"$work/log" 2>&1)
+  rc=$?
+  [ $rc -eq 124 ] || [ $rc -eq 137 ] && echo "fuzz: $t did not end $((seconds + 120)) s after it started; killed"
+  runs=$(stat number_of_executed_units "$work/log")
+  speed=$(stat average_exec_per_sec "$work/log")
+  added=$(stat new_units_added "$work/log")
+  cov0=$(cov INITED "$work/log")
+  cov1=$(cov DONE "$work/log")
+  crashes=$(find "$work/artifacts" -type f | wc -l)
+  new=""
+  [ -n "$cov0" ] && [ -n "$cov1" ] && new=" (+$((cov1 - cov0)))"
+  line="$t: ${runs:-?} runs, ${speed:-?} exec/s, coverage ${cov0:-?} -> ${cov1:-?} edges$new, ${added:-?} new inputs, $crashes crashes"
+  grep -h "^fuzz: .*assertion" "$work/log" | sort -u
+  if [ $rc -ne 0 ] || [ "$crashes" -ne 0 ]; then
+    failed=$((failed + 1))
+    echo "fuzz: $t FAILED (exit $rc); what it reported:"
+    grep -E "^==[0-9]+== ?ERROR|^SUMMARY|^ALARM|Assertion .* failed|runtime error:|^    #[0-9]+ " "$work/log" | head -40
+    for f in "$work/artifacts"/*; do
+      [ -f "$f" ] && echo "fuzz: $t: input that failed: $f (reproduce: $bin $f)"
+    done
+    summary+=("$line  FAILED")
+  else
+    passed=$((passed + 1))
+    summary+=("$line")
+  fi
+done
+printf '%s\n' "${summary[@]}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]
