@@ -4,12 +4,14 @@
 
 #include "jail/doctor.h"
 #include "jail/zygote.h"
+#include "runtime/python_program.h"
 #include "runtime/worker.h"
 
 namespace execbox::cli {
 namespace {
 
-// The warm path (pool and sessions) by trying it: a zygote with nothing preloaded, one child.
+// The warm path (pool and sessions) by trying it: a zygote with nothing preloaded, one child
+// that runs print(1) as a warm execution does.
 jail::Check WarmCheck() {
   using Clock = std::chrono::steady_clock;
   jail::Check c{.layer = "warm workers (pool, sessions)", .required = false};
@@ -36,9 +38,27 @@ jail::Check WarmCheck() {
   auto ms = [](auto d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
   };
+  auto isolated = Clock::now();
+  runtime::PythonProgram program;
+  program.code = "print(1)";
+  auto request = runtime::MakeRequest(program, true);
+  if (!request) {
+    c.detail = request.error().message;
+    return c;
+  }
+  auto out = (*child)->Execute(*request, "", program.limits, {});
+  if (!out) {
+    c.detail = "the zygote isolated a child but could not hand it code: " + out.error().message;
+    return c;
+  }
+  if (out->ending != jail::Ending::kExited || out->stdout_capture.Text("") != "1\n") {
+    c.detail = std::string("a warm child ran print(1) but ended ") + jail::EndingName(out->ending) +
+               " with stdout '" + out->stdout_capture.Text("").substr(0, 200) + "'";
+    return c;
+  }
   c.ok = true;
-  c.detail = "a zygote started in " + ms(started - start) +
-             " ms (nothing preloaded) and isolated a child in " + ms(Clock::now() - started) + " ms";
+  c.detail = "a zygote started in " + ms(started - start) + " ms (nothing preloaded), isolated a child in " +
+             ms(isolated - started) + " ms, which ran print(1) in " + ms(Clock::now() - isolated) + " ms";
   return c;
 }
 

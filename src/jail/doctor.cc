@@ -1,24 +1,31 @@
 #include "jail/doctor.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include "base/io.h"
 #include "jail/cgroup.h"
 #include "jail/landlock.h"
+#include "jail/launch.h"
 #include "jail/sandbox.h"
 #include "jail/seccomp_filter.h"
 
 namespace execbox::jail {
 namespace {
 
-// Runs `probe` in a forked child; returns 0 or the errno it failed with.
+// Runs `probe` in a forked child; returns 0 or the errno it failed with. Probes run between
+// fork and _exit, so they must not allocate.
 template <typename Probe>
 int InChild(Probe probe) {
   pid_t pid = ::fork();
@@ -28,6 +35,9 @@ int InChild(Probe probe) {
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
 }
+
+// Probe results above any errno: what a probe proved was not enforced.
+constexpr int kNotEnforced = 200;
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -90,47 +100,261 @@ Check Seccomp() {
     return c;
   }
   const SeccompProgram& p = *program;
+  // Two calls the filters refuse with EPERM (one from each program), that work without them:
+  // a refusal proves the loaded filters are in force, not only that they loaded.
   int err = InChild([&p] {
+    int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    bool inet = s >= 0;
+    if (inet) ::close(s);
+    char byte = 0;
+    bool lock = ::mlock(&byte, 1) == 0;
+    if (lock) ::munlock(&byte, 1);
+    if (!inet && !lock) return kNotEnforced + 2;
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
-    return LoadSeccompProgram(p);
+    if (int e = LoadSeccompProgram(p); e != 0) return e;
+    s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (inet && !(s < 0 && errno == EPERM)) return kNotEnforced;
+    if (lock && !(::mlock(&byte, 1) != 0 && errno == EPERM)) return kNotEnforced + 1;
+    return 0;
   });
   c.ok = err == 0;
-  c.detail = c.ok ? "filters load (" + std::to_string(p.allowlist.size() + p.argument_checks.size()) +
-                        " BPF instructions)"
-                  : std::string("loading failed: ") + std::strerror(err);
   c.fix = "the kernel needs CONFIG_SECCOMP_FILTER; in a container, allow the seccomp syscall";
+  if (c.ok) {
+    c.detail = "filters load (" + std::to_string(p.allowlist.size() + p.argument_checks.size()) +
+               " BPF instructions) and refuse socket(AF_INET) and mlock in a child";
+  } else if (err == kNotEnforced || err == kNotEnforced + 1) {
+    c.detail = std::string("the filters loaded but a child could still call ") +
+               (err == kNotEnforced ? "socket(AF_INET)" : "mlock");
+    c.fix = "the kernel does not apply the loaded filter: report it with `uname -a`";
+  } else if (err == kNotEnforced + 2) {
+    c.detail = "cannot prove the filters: socket(AF_INET) and mlock fail here even without them";
+  } else {
+    c.detail = std::string("loading failed: ") + std::strerror(err);
+  }
   return c;
 }
 
+// Where the kernel has Landlock, a ruleset like the jail's (writes beneath one directory only)
+// is applied in a child, which must then create a file there and be refused one elsewhere.
 Check Landlock() {
   int abi = LandlockAbi();
-  Check c{.layer = "Landlock", .ok = abi > 0, .required = false};
-  c.detail = abi > 0 ? "ABI " + std::to_string(abi) : "not available";
+  Check c{.layer = "Landlock", .required = false};
   c.fix = "boot with lsm=...,landlock (CONFIG_SECURITY_LANDLOCK); the mount namespace still confines writes";
+  if (abi <= 0) {
+    c.detail = "not available";
+    return c;
+  }
+  char allowed[] = "/tmp/execbox-doctor-XXXXXX";
+  char denied[] = "/tmp/execbox-doctor-XXXXXX";
+  bool made_allowed = ::mkdtemp(allowed) != nullptr;
+  bool made_denied = ::mkdtemp(denied) != nullptr;
+  if (!made_allowed || !made_denied) {
+    c.detail = "ABI " + std::to_string(abi) + ", not tried: cannot make a directory in /tmp (" +
+               std::strerror(errno) + ")";
+    c.fix = "make /tmp writable for this user";
+  } else {
+    LandlockPlan plan = MakeLandlockPlan({allowed}, {});
+    std::string inside = std::string(allowed) + "/file", outside = std::string(denied) + "/file";
+    int err = InChild([&] {
+      if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+      if (int e = ApplyLandlock(plan); e != 0) return e;
+      int in = ::open(inside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (in < 0) return kNotEnforced + 1;
+      ::close(in);
+      int out = ::open(outside.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (out >= 0) return kNotEnforced;
+      return errno == EACCES ? 0 : kNotEnforced;
+    });
+    c.ok = err == 0;
+    if (c.ok) {
+      c.detail = "ABI " + std::to_string(abi) + ": a child restricted to one directory wrote there and was " +
+                 "refused a file elsewhere";
+    } else if (err == kNotEnforced) {
+      c.detail =
+          "ABI " + std::to_string(abi) + ", but a restricted child created a file outside its directory";
+      c.fix = "the kernel reports Landlock but does not enforce it: report it with `uname -a`";
+    } else if (err == kNotEnforced + 1) {
+      c.detail =
+          "ABI " + std::to_string(abi) + ", but a restricted child could not write where it was allowed";
+      c.fix = "the kernel's Landlock refuses what the ruleset allows: report it with `uname -a`";
+    } else {
+      c.detail = "ABI " + std::to_string(abi) + ", but applying a ruleset failed: " + std::strerror(err);
+    }
+    ::unlink(inside.c_str());
+    ::unlink(outside.c_str());
+  }
+  if (made_allowed) ::rmdir(allowed);
+  if (made_denied) ::rmdir(denied);
   return c;
 }
 
+// Forks a child, moves it into `cg` before it runs `probe`, and returns its wait status (-1
+// when it could not be moved: `error` says why).
+template <typename Probe>
+int InGroup(Cgroup& cg, Probe probe, std::string& error) {
+  int go[2];
+  if (::pipe2(go, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    return -1;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(go[1]);
+    char byte;
+    if (::read(go[0], &byte, 1) != 1) ::_exit(127);
+    ::_exit(probe());
+  }
+  ::close(go[0]);
+  if (pid < 0) {
+    error = std::string("fork: ") + std::strerror(errno);
+    ::close(go[1]);
+    return -1;
+  }
+  auto moved = cg.AddProcess(pid);
+  if (!moved) {
+    error = "moving a process into it: " + moved.error().message;
+  } else if (::write(go[1], "g", 1) != 1) {
+    error = std::string("starting the probe: ") + std::strerror(errno);
+  }
+  ::close(go[1]);  // without the byte the child exits
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return error.empty() ? status : -1;
+}
+
+// In the group: forks until refused. 0 when a fork failed with EAGAIN before 16 did not.
+int ForkUntilRefused() {
+  pid_t kids[16];
+  int n = 0, err = 0;
+  for (; n < 16; ++n) {
+    pid_t k = ::fork();
+    if (k == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+    if (k < 0) {
+      err = errno;
+      break;
+    }
+    kids[n] = k;
+  }
+  for (int i = 0; i < n; ++i) {
+    ::kill(kids[i], SIGKILL);
+    ::waitpid(kids[i], nullptr, 0);
+  }
+  return err == EAGAIN ? 0 : kNotEnforced;
+}
+
+// In the group: touches far more memory than its limit. Returns only if nothing stopped it.
+int TouchPastTheLimit(size_t bytes) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return errno;
+  for (size_t at = 0; at < bytes; at += 4096) static_cast<volatile char*>(p)[at] = 1;
+  return kNotEnforced;
+}
+
+// The detected tier, proven: a group made with a memory and a process limit, a child moved in,
+// each limit reached (a fork refused, an OOM kill counted in the group's events), the group
+// removed. The same calls a run makes (Cgroup::Create, AddProcess, ReadUsage).
 Check Cgroups() {
   const CgroupSupport& s = DetectCgroups();
-  Check c{.layer = "cgroups", .ok = s.tier != CgroupTier::kNone, .required = false};
+  Check c{.layer = "cgroups", .required = false};
   c.detail = TierName(s.tier);
   if (s.tier == CgroupTier::kV2) c.detail += " at " + s.base;
   if (s.tier == CgroupTier::kV1) c.detail += " (memory, pids, cpuacct)";
-  if (!s.why_not.empty()) c.detail += "; " + s.why_not;
+  const std::string why_not = s.why_not.empty() ? "" : " (" + s.why_not + ")";
   c.fix =
       "run as root, or delegate a cgroup v2 subtree to this user (systemd-run --user --scope -p "
       "Delegate=yes execbox ...); without it limits fall back to rlimits";
+  auto broken = [&](const std::string& what) {
+    c.detail += ", but " + what + why_not;
+    return c;
+  };
+  if (s.tier == CgroupTier::kNone) {
+    c.detail += why_not;
+    return c;
+  }
+
+  constexpr uint64_t kMemory = 32 << 20;
+  constexpr uint32_t kPids = 4;
+  auto cg = Cgroup::Create(NextCgroupName(), {.memory_bytes = kMemory, .max_pids = kPids});
+  if (!cg) return broken("making a group failed: " + cg.error().message);
+  std::string error;
+  int forks = InGroup(**cg, ForkUntilRefused, error);
+  if (forks == -1) return broken(error);
+  if (!WIFEXITED(forks) || WEXITSTATUS(forks) != 0) {
+    c.fix =
+        "enable the pids controller for this hierarchy (cgroup v2: +pids in the parent's "
+        "cgroup.subtree_control)";
+    return broken("a process in a group limited to " + std::to_string(kPids) +
+                  " processes forked 16 times (the pids limit is not enforced)");
+  }
+  int touched = InGroup(
+      **cg, [] { return TouchPastTheLimit(8 * kMemory); }, error);
+  if (touched == -1) return broken(error);
+  uint64_t oom_kills = (*cg)->ReadUsage().oom_kills;
+  if (!WIFSIGNALED(touched) || WTERMSIG(touched) != SIGKILL || oom_kills == 0) {
+    c.fix =
+        "enable the memory controller (cgroup v2: +memory in the parent's cgroup.subtree_control; "
+        "v1: boot with cgroup_enable=memory, and swapaccount=1 where there is swap)";
+    return broken("a process in a group limited to " + std::to_string(kMemory >> 20) + " MiB " +
+                  (WIFSIGNALED(touched) ? "died of signal " + std::to_string(WTERMSIG(touched))
+                                        : "touched " + std::to_string((8 * kMemory) >> 20) + " MiB") +
+                  " and the group counted " + std::to_string(oom_kills) + " OOM kills");
+  }
+  c.ok = true;
+  c.detail += ": a child in a new group was refused a fork past " + std::to_string(kPids) +
+              " processes and OOM-killed past " + std::to_string(kMemory >> 20) +
+              " MiB (counted in the group's events)" + why_not;
   return c;
 }
 
+// The limits the jail sets, each tried past its value in a child: a file written past
+// RLIMIT_FSIZE (EFBIG), a descriptor past RLIMIT_NOFILE (EINVAL), a mapping past RLIMIT_DATA
+// (ENOMEM, the memory limit where there are no cgroups). RLIMIT_CPU would cost a CPU second.
 Check Rlimits() {
   int err = InChild([] {
-    struct rlimit rl {
-      .rlim_cur = 1 << 20, .rlim_max = 1 << 20
+    ::signal(SIGXFSZ, SIG_IGN);  // as in the jail: an error, not a death
+    int fd = ::memfd_create("execbox-doctor", MFD_CLOEXEC);
+    if (fd < 0) return errno;
+    struct rlimit fsize {
+      .rlim_cur = 4096, .rlim_max = 4096
     };
-    return ::setrlimit(RLIMIT_FSIZE, &rl) == 0 ? 0 : errno;
+    if (::setrlimit(RLIMIT_FSIZE, &fsize) != 0) return errno;
+    static char buf[8192];
+    ssize_t first = ::write(fd, buf, sizeof buf);  // stops at the limit
+    ssize_t past = ::write(fd, buf, 1);
+    if (first != 4096 || past >= 0 || errno != EFBIG) return kNotEnforced;
+    struct rlimit nofile {
+      .rlim_cur = 16, .rlim_max = 16
+    };
+    if (::setrlimit(RLIMIT_NOFILE, &nofile) != 0) return errno;
+    if (::fcntl(fd, F_DUPFD_CLOEXEC, 16) >= 0 || errno != EINVAL) return kNotEnforced + 1;
+    constexpr size_t kData = 64 << 20;
+    struct rlimit data {
+      .rlim_cur = kData, .rlim_max = kData
+    };
+    if (::setrlimit(RLIMIT_DATA, &data) != 0) return errno;
+    void* p = ::mmap(nullptr, 4 * kData, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED || errno != ENOMEM) return kNotEnforced + 2;
+    return 0;
   });
-  return {.layer = "rlimits", .ok = err == 0, .detail = err == 0 ? "setrlimit works" : std::strerror(err)};
+  Check c{.layer = "rlimits", .ok = err == 0};
+  const char* names[] = {"RLIMIT_FSIZE (a write past it succeeded)",
+                         "RLIMIT_NOFILE (a descriptor past it opened)",
+                         "RLIMIT_DATA (a mapping past it succeeded)"};
+  if (c.ok) {
+    c.detail =
+        "a child was refused a write past RLIMIT_FSIZE, a descriptor past RLIMIT_NOFILE and a "
+        "mapping past RLIMIT_DATA";
+  } else if (err >= kNotEnforced && err <= kNotEnforced + 2) {
+    c.detail = std::string("not enforced: ") + names[err - kNotEnforced];
+    c.fix = "the kernel ignores a resource limit: report it with `uname -a`";
+  } else {
+    c.detail = std::string("setting a limit failed: ") + std::strerror(err);
+    c.fix = "in a container, allow setrlimit/prlimit64";
+  }
+  return c;
 }
 
 // The whole jail, end to end: the only proof that pivot_root, proc and the rest work together.
