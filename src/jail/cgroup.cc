@@ -634,9 +634,16 @@ Status ApplyV1Limits(const std::vector<std::string>& dirs, const CgroupLimits& l
   if (limits.memory_bytes > 0) {
     auto limit = FindFile(dirs, "memory.limit_in_bytes");
     if (!limit) return Fail("no memory.limit_in_bytes in the new cgroup v1 groups");
+    // memory+swap may never be below memory alone (equal means no swap at all): when the limit
+    // goes up, memory+swap goes up first; when it goes down, memory goes down first.
+    auto memsw = FindFile(dirs, "memory.memsw.limit_in_bytes");
+    auto current = ReadFile(*limit, 64);
+    const bool raising = current && ParseU64(*current).value_or(0) < limits.memory_bytes;
+    if (memsw && raising) {
+      if (auto st = WriteLimit(*memsw, limits.memory_bytes); !st) return st;
+    }
     if (auto st = WriteLimit(*limit, limits.memory_bytes); !st) return st;
-    // memory+swap may not be below memory alone, hence after it; equal means no swap at all.
-    if (auto memsw = FindFile(dirs, "memory.memsw.limit_in_bytes")) {
+    if (memsw && !raising) {
       if (auto st = WriteLimit(*memsw, limits.memory_bytes); !st) return st;
     }
   }

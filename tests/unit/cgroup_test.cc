@@ -229,6 +229,25 @@ TEST_F(CgroupTest, WritesTheLimitsIntoTheControlFiles) {
   }
 }
 
+// A session's memory limit changes with each execution, up and down (v1 keeps memory+swap at
+// or above memory alone at every step, so the order of the writes matters).
+TEST_F(CgroupTest, LimitsGoUpAndDownAfterCreation) {
+  std::string name = GroupName("relimit");
+  auto group = MakeGroup(name, {.memory_bytes = 48 * kMiB, .max_pids = 5});
+  ASSERT_TRUE(group);
+  const CgroupSupport& s = DetectCgroups();
+  const std::string file = s.tier == CgroupTier::kV2 ? "memory.max" : "memory.limit_in_bytes";
+  for (uint64_t mib : {200u, 32u, 512u, 64u}) {
+    auto set = group->SetLimits({.memory_bytes = mib * kMiB, .max_pids = 7});
+    ASSERT_TRUE(set.has_value()) << mib << " MiB: " << set.error().message;
+    EXPECT_EQ(ReadControl(name, file), std::to_string(mib * kMiB));
+    if (s.tier == CgroupTier::kV1 && s.swap_limit) {
+      EXPECT_EQ(ReadControl(name, "memory.memsw.limit_in_bytes"), std::to_string(mib * kMiB));
+    }
+    EXPECT_EQ(ReadControl(name, "pids.max"), "7");
+  }
+}
+
 TEST_F(CgroupTest, MemoryHogIsOomKilledAndCounted) {
   auto group = MakeGroup(GroupName("oom"), {.memory_bytes = 64 * kMiB, .max_pids = 8});
   ASSERT_TRUE(group);
