@@ -22,16 +22,9 @@
 
 #include "base/io.h"
 #include "base/unique_fd.h"
+#include "jail/cgroup_internal.h"  // MoveToLeaf, EnableControllersMovingToLeaf
 
 namespace execbox::jail {
-
-// Defined in cgroup.cc without a header declaration; exposed for these tests only.
-namespace cgroup_internal {
-Status MoveToLeaf(const std::string& own_dir, pid_t pid);
-Expected<bool> EnableControllersMovingToLeaf(const std::string& own_dir, pid_t pid,
-                                             const std::vector<std::string>& controllers);
-}  // namespace cgroup_internal
-
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
