@@ -30,6 +30,23 @@ ErrorInfo LimitError(const char* ename, std::string evalue) {
   return {.ename = ename, .evalue = evalue, .traceback = {std::string(ename) + ": " + evalue}};
 }
 
+// Whether a MemoryError is the sandbox's memory limit. Only where that limit is an rlimit
+// (RLIMIT_DATA, no cgroups) does an allocation past it fail inside the code; with cgroups the
+// limit is an OOM kill, read from the cgroup's events, and a MemoryError is the code's own (a
+// `raise`, or an allocation larger than the host would ever give). Even in the rlimit tier, a
+// `raise MemoryError` in the code is the code's: its innermost source line says so.
+bool MemoryLimitError(const ErrorInfo& e, const jail::Enforcement& enforcement) {
+  if (e.ename != "MemoryError" || enforcement.memory != "rlimit") return false;
+  for (auto line = e.traceback.rbegin(); line != e.traceback.rend(); ++line) {
+    std::string_view text(*line);
+    if (!text.starts_with("    ")) continue;  // the innermost frame's source line ...
+    text.remove_prefix(text.find_first_not_of(' '));
+    if (text.find_first_not_of("^~") == std::string_view::npos) continue;  // ... not its carets
+    return !(text == "raise" || text.starts_with("raise ") || text.starts_with("raise("));
+  }
+  return true;  // no source line (an allocation inside C code reported bare)
+}
+
 void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Limits& limits, Result& r) {
   using jail::Ending;
   r.exit_code = o.exit_code;
@@ -87,7 +104,7 @@ void Classify(const jail::Outcome& o, const AgentReport& report, const jail::Lim
       r.status = Status::kPolicyViolation;
     else if (report.error_phase == "internal")
       r.status = Status::kInternalError;  // the agent's own fault
-    else if (r.error->ename == "MemoryError")
+    else if (MemoryLimitError(*r.error, o.enforcement))
       r.status = Status::kMemoryLimit;  // the rlimit tier
     else
       r.status = Status::kError;

@@ -160,7 +160,7 @@ print('allocated', len(x))
     ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
     EXPECT_EQ(r.json["status"], "memory_limit") << r.json.dump(2);
     EXPECT_EQ(r.json["error"]["ename"], "MemoryError");
-    EXPECT_EQ(r.json["limits"]["memory_bytes"]["value"], 128u << 20);
+    EXPECT_EQ(r.json["limits"]["memory_mb"]["value"], 128);
     EXPECT_EQ(r.json["stdout"], "");
     EXPECT_EQ(r.exit_status, 137);
   }

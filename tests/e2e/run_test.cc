@@ -116,9 +116,9 @@ TEST_P(Run, RunsAsUnprivilegedIdInside) {
 TEST_P(Run, ReportsLimitsAndLayers) {
   Invocation r = Code("pass", {"--memory", "128M", "--timeout", "7"});
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
-  EXPECT_EQ(r.json["limits"]["memory_bytes"]["value"], 128u << 20);
-  EXPECT_EQ(r.json["limits"]["wall_time_ms"]["value"], 7000);
-  EXPECT_FALSE(r.json["limits"]["memory_bytes"]["enforced_by"].get<std::string>().empty());
+  EXPECT_EQ(r.json["limits"]["memory_mb"]["value"], 128);
+  EXPECT_EQ(r.json["limits"]["timeout_seconds"]["value"], 7);
+  EXPECT_FALSE(r.json["limits"]["memory_mb"]["enforced_by"].get<std::string>().empty());
   EXPECT_EQ(r.json["isolation"]["seccomp"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["user"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["net"], true);
@@ -151,6 +151,44 @@ TEST_P(Run, BadUsageIsExitTwo) {
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.err.find("--disk"), std::string::npos) << r.err;
   std::filesystem::remove(big);
+}
+
+// memory_limit is what the sandbox enforced, never what the code says: a MemoryError the code
+// raises itself is its own error, in the cgroup tier (root) and the rlimit tier alike.
+TEST_P(Run, ARaisedMemoryErrorIsTheCodesOwnError) {
+  for (const char* code : {"raise MemoryError", "raise MemoryError('pretend')",
+                           "def f():\n    raise MemoryError('deep')\nf()\n"}) {
+    Invocation r = Code(code);
+    ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+    EXPECT_EQ(r.json["status"], "error") << code << "\n" << r.json.dump(2);
+    EXPECT_EQ(r.json["error"]["ename"], "MemoryError") << code;
+    EXPECT_EQ(r.exit_status, 1) << code;
+  }
+  // The limit itself is still the limit.
+  Invocation over = Code("x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\n", {"--memory", "64M"});
+  ASSERT_TRUE(over.json.is_object()) << over.out << over.err;
+  EXPECT_EQ(over.json["status"], "memory_limit") << over.json.dump(2);
+  EXPECT_EQ(over.json["limits"]["memory_mb"]["value"], 64);
+}
+
+// Limits are checked by the gate, as for any request: a bad value is bad usage, named.
+TEST_P(Run, LimitsOutOfRangeAreBadUsageNamingTheOption) {
+  Invocation low = RunExecbox({"run", "--memory", "8M", "-c", "pass"}, GetParam());
+  EXPECT_EQ(low.exit_status, 2);
+  EXPECT_NE(low.err.find("'--memory' must be at least 16 MiB"), std::string::npos) << low.err;
+  Invocation high = RunExecbox({"run", "--max-processes", "99999999", "-c", "pass"}, GetParam());
+  EXPECT_EQ(high.exit_status, 2);
+  EXPECT_NE(high.err.find("'--max-processes' asks for 99999999"), std::string::npos) << high.err;
+  Invocation junk = RunExecbox({"run", "--timeout", "soon", "-c", "pass"}, GetParam());
+  EXPECT_EQ(junk.exit_status, 2);
+  EXPECT_NE(junk.err.find("--timeout"), std::string::npos) << junk.err;
+  // What was asked is what ran, by the schema's names.
+  Invocation ran = Code("pass", {"--timeout", "7", "--disk", "8M", "--output-limit", "64K"});
+  ASSERT_TRUE(ran.json.is_object()) << ran.out << ran.err;
+  EXPECT_EQ(ran.json["limits"]["timeout_seconds"]["value"], 7);
+  EXPECT_EQ(ran.json["limits"]["cpu_seconds"]["value"], 30) << "the default, above the timeout";
+  EXPECT_EQ(ran.json["limits"]["disk_mb"]["value"], 8);
+  EXPECT_EQ(ran.json["limits"]["output_bytes"]["value"], 65536);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Run, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
