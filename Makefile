@@ -5,7 +5,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build run test test-sanitize examples bench bench-options bench-http clean format
+.PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http clean format
 
 deps:
 	@scripts/install-deps.sh
@@ -24,6 +24,12 @@ examples: build
 
 test: build
 	@scripts/test.sh $(BUILD)
+
+# The VM stage (tests/vm, README "Pure cgroup v2"): Debian's own kernel under qemu, pure cgroup
+# v2, the cgroup, namespace and Landlock paths as root and as a user with a delegated group.
+test-v2: build
+	@scripts/install-vm-deps.sh
+	@tests/vm/run.sh $(BUILD)
 
 test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DEXECBOX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build

@@ -110,8 +110,11 @@ std::string ControlFailure(const wire::Header& h) {
 
 Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chrono::milliseconds timeout) {
   if (!policy.zygote) return Fail("zygote: the policy must be a zygote policy");
-  if (DetectCgroups().tier == CgroupTier::kNone) {
-    return Fail("warm workers need cgroups: per-execution memory and process limits come from them");
+  // The operator reads this (server log, doctor): it says why this process has no cgroups
+  // and how to give it some, e.g. that it shares a delegated group with other processes.
+  if (const CgroupSupport& cgroups = DetectCgroups(); cgroups.tier == CgroupTier::kNone) {
+    return Fail("warm workers need cgroups: per-execution memory and process limits come from them (" +
+                cgroups.why_not + ")");
   }
   auto launched = Launch(policy);
   if (!launched) return std::unexpected(Context("starting the zygote's jail", launched.error()));

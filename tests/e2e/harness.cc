@@ -20,15 +20,30 @@ namespace {
 
 constexpr const char* kTestUser = "execbox-test";
 
+// Words of the environment variable `name` (split at spaces), none when it is unset.
+std::vector<std::string> EnvWords(const char* name) {
+  std::vector<std::string> words;
+  const char* value = std::getenv(name);
+  std::string word;
+  for (const char* c = value ? value : ""; *c != '\0'; ++c) {
+    if (*c != ' ') {
+      word += *c;
+    } else if (!word.empty()) {
+      words.push_back(std::move(word));
+      word.clear();
+    }
+  }
+  if (!word.empty()) words.push_back(word);
+  return words;
+}
+
 std::vector<std::string> Command(const std::vector<std::string>& args, Mode mode) {
   std::vector<std::string> cmd;
   if (mode == Mode::kUnprivileged) {
-    cmd = {"/usr/bin/setpriv",
-           std::string("--reuid=") + kTestUser,
-           std::string("--regid=") + kTestUser,
-           "--clear-groups",
-           "--inh-caps=-all",
-           "--"};
+    // The VM stage (tests/vm) starts each unprivileged execbox in a cgroup delegated to the user.
+    cmd = EnvWords("EXECBOX_TEST_DELEGATE");
+    cmd.insert(cmd.end(), {"/usr/bin/setpriv", std::string("--reuid=") + kTestUser,
+                           std::string("--regid=") + kTestUser, "--clear-groups", "--inh-caps=-all", "--"});
   }
   cmd.push_back(EXECBOX_BINARY);
   cmd.insert(cmd.end(), args.begin(), args.end());
@@ -36,6 +51,11 @@ std::vector<std::string> Command(const std::vector<std::string>& args, Mode mode
 }
 
 }  // namespace
+
+std::string ExpectedCgroupTier() {
+  const char* tier = std::getenv("EXECBOX_TEST_CGROUP");
+  return tier ? tier : "";
+}
 
 std::string ModeName(Mode mode) { return mode == Mode::kRoot ? "root" : "unprivileged"; }
 

@@ -37,6 +37,10 @@ Invocation RunCode(const std::string& code, Mode mode = Mode::kRoot, std::vector
 
 std::string ModeName(Mode mode);
 
+// The cgroup tier ("cgroup-v2") every run must report its memory limit enforced by, from
+// EXECBOX_TEST_CGROUP (set by the VM stage, tests/vm), or "" when any enforcement will do.
+std::string ExpectedCgroupTier();
+
 // A test run once as root and once as the unprivileged user (skipped, with the reason printed,
 // where the host does not allow it).
 class BothModes : public ::testing::TestWithParam<Mode> {

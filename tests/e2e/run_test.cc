@@ -119,6 +119,11 @@ TEST_P(Run, ReportsLimitsAndLayers) {
   EXPECT_EQ(r.json["limits"]["memory_mb"]["value"], 128);
   EXPECT_EQ(r.json["limits"]["timeout_seconds"]["value"], 7);
   EXPECT_FALSE(r.json["limits"]["memory_mb"]["enforced_by"].get<std::string>().empty());
+  if (std::string tier = ExpectedCgroupTier(); !tier.empty()) {
+    EXPECT_EQ(r.json["limits"]["memory_mb"]["enforced_by"], tier) << r.out;
+    EXPECT_EQ(r.json["limits"]["max_processes"]["enforced_by"], tier + "+rlimit") << r.out;
+    EXPECT_EQ(r.json["isolation"]["cgroup"], tier) << r.out;
+  }
   EXPECT_EQ(r.json["isolation"]["seccomp"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["user"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["net"], true);
@@ -165,7 +170,8 @@ TEST_P(Run, ARaisedMemoryErrorIsTheCodesOwnError) {
     EXPECT_EQ(r.exit_status, 1) << code;
   }
   // The limit itself is still the limit.
-  Invocation over = Code("x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\n", {"--memory", "64M"});
+  Invocation over =
+      Code("x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\n", {"--memory", "64M"});
   ASSERT_TRUE(over.json.is_object()) << over.out << over.err;
   EXPECT_EQ(over.json["status"], "memory_limit") << over.json.dump(2);
   EXPECT_EQ(over.json["limits"]["memory_mb"]["value"], 64);

@@ -54,8 +54,11 @@ class Warm : public ::testing::Test {
   void SetUp() override {
     if (g_engine == nullptr) {
       // Only acceptable where the host gives this user no cgroups (cgroup v1 as non-root):
-      // warm children take their per-execution limits from cgroups.
+      // warm children take their per-execution limits from cgroups. The VM stage (tests/vm)
+      // gives the unprivileged user a delegated cgroup v2 group, where the pool must start.
       ASSERT_NE(::geteuid(), 0u) << "the warm pool must start as root: " << g_unavailable;
+      ASSERT_EQ(std::getenv("EXECBOX_TEST_CGROUP"), nullptr)
+          << "the warm pool must start in a delegated group: " << g_unavailable;
       ASSERT_NE(g_unavailable.find("cgroup"), std::string::npos) << g_unavailable;
       GTEST_SKIP() << "warm pool unavailable for this user: " << g_unavailable;
     }
@@ -218,6 +221,18 @@ TEST_F(Warm, LimitsArePerExecutionAndThePoolStaysHealthy) {
   Result after = Run("print('healthy')");
   EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
   EXPECT_LT(after.usage.cpu_ms, 2000u) << "CPU of earlier executions counted in this one";
+}
+
+TEST_F(Warm, LimitsAreEnforcedByTheHostsCgroupTier) {
+  Result r = Run("pass");
+  auto json = ToJson(r);
+  std::string memory = json["limits"]["memory_mb"]["enforced_by"].get<std::string>();
+  EXPECT_EQ(memory.rfind("cgroup-v", 0), 0u) << Describe(r);
+  // EXECBOX_TEST_CGROUP: set by the VM stage (tests/vm) to the tier that host must give.
+  if (const char* tier = std::getenv("EXECBOX_TEST_CGROUP")) {
+    EXPECT_EQ(memory, tier) << Describe(r);
+    EXPECT_EQ(json["limits"]["max_processes"]["enforced_by"], std::string(tier) + "+rlimit") << Describe(r);
+  }
 }
 
 TEST_F(Warm, ACancelledExecutionIsKilled) {
