@@ -149,6 +149,11 @@ Status Cgroup::AddProcess(pid_t pid) {
   return {};
 }
 
+UniqueFd Cgroup::OpenForClone() const {
+  if (tier_ != CgroupTier::kV2 || dirs_.empty()) return UniqueFd();
+  return UniqueFd(::open(dirs_.front().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+}
+
 CgroupUsage Cgroup::ReadUsage() const {
   CgroupUsage usage;
   if (dirs_.empty()) return usage;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/unique_fd.h"
 
 namespace execbox::jail {
 
@@ -63,6 +64,10 @@ class Cgroup {
   CgroupTier tier() const { return tier_; }
   // Moves a process into the group (all hierarchies).
   Status AddProcess(pid_t pid);
+  // v2: the group's directory, for clone3(CLONE_INTO_CGROUP) to start a child inside the group
+  // instead of moving it there afterwards. Invalid on v1, which has no such thing, or when the
+  // directory cannot be opened (the caller then clones and moves, as before).
+  UniqueFd OpenForClone() const;
   CgroupUsage ReadUsage() const;
   // Changes the memory and process limits of a live group.
   Status SetLimits(const CgroupLimits& limits);

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +28,25 @@ namespace execbox::jail {
 namespace {
 
 constexpr uid_t kHostNobody = 65534;
+
+// struct clone_args of <linux/sched.h> up to `cgroup` (CLONE_ARGS_SIZE_VER2), spelled out here
+// because that header's CLONE_* macros collide with glibc's <sched.h>.
+struct CloneArgs {
+  uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
+      cgroup;
+};
+constexpr uint64_t kCloneIntoCgroup = 0x200000000ULL;
+
+// clone3 like fork (no new stack: the child returns here on a copy of this one), with the child
+// born in the cgroup v2 group `group_fd`. -1 with errno where the kernel lacks clone3 or
+// CLONE_INTO_CGROUP (before 5.7) or refuses the group; the caller then clones and moves.
+pid_t CloneIntoCgroup(unsigned long flags, int group_fd) {
+  CloneArgs args{};
+  args.flags = flags | kCloneIntoCgroup;
+  args.exit_signal = SIGCHLD;
+  args.cgroup = static_cast<uint64_t>(group_fd);
+  return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+}
 
 const Expected<SeccompProgram>& SharedSeccomp() {
   static const Expected<SeccompProgram> program = CompileSeccompProgram();
@@ -195,8 +215,17 @@ Expected<Launched> Launch(const Policy& policy) {
 
   constexpr unsigned long kFlags =
       CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  // On cgroup v2 the init is born in its group (clone3 with CLONE_INTO_CGROUP, Linux 5.7): no
+  // move afterwards, and nothing it does is ever counted outside the group.
+  bool born_in_group = false;
+  pid_t pid = -1;
+  if (UniqueFd group = l.cgroup ? l.cgroup->OpenForClone() : UniqueFd(); group.Valid()) {
+    pid = CloneIntoCgroup(kFlags, group.Get());
+    if (pid == 0) RunInit(*plan);
+    born_in_group = pid > 0;
+  }
   // Raw clone: like fork, but no atfork handlers run in the child (they may take locks).
-  pid_t pid = static_cast<pid_t>(::syscall(SYS_clone, kFlags | SIGCHLD, nullptr, nullptr, nullptr, 0));
+  if (pid < 0) pid = static_cast<pid_t>(::syscall(SYS_clone, kFlags | SIGCHLD, nullptr, nullptr, nullptr, 0));
   if (pid == 0) RunInit(*plan);
   if (pid < 0) {
     return FailErrno("clone(user, pid, mount, net, ipc, uts namespaces) — see `execbox doctor`");
@@ -208,7 +237,7 @@ Expected<Launched> Launch(const Policy& policy) {
   }
   if (auto s = WriteIdMaps(pid, policy, root); !s)
     return std::unexpected(Context("user namespace", s.error()));
-  if (l.cgroup) {
+  if (l.cgroup && !born_in_group) {
     if (auto s = l.cgroup->AddProcess(pid); !s) return std::unexpected(Context("cgroup", s.error()));
   }
   return l;
