@@ -2,6 +2,7 @@
 
 #include "base/base64.h"
 #include "engine/limit_schema.h"
+#include "jail/landlock.h"
 
 namespace execbox::engine {
 namespace {
@@ -22,6 +23,7 @@ json LayersJson(const jail::Layers& l) {
       {"no_new_privs", l.no_new_privs},
       {"capabilities_dropped", l.capabilities_dropped},
       {"landlock_abi", l.landlock_abi},
+      {"landlock_restricts", jail::LandlockRestricts(l.landlock_abi)},
       {"cgroup", l.cgroup},
   };
 }

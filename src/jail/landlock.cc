@@ -143,6 +143,17 @@ int LandlockAbi() noexcept {
   return abi > 0 ? static_cast<int>(abi) : 0;
 }
 
+std::vector<std::string> LandlockRestricts(int abi) {
+  std::vector<std::string> what;
+  if (abi >= 1) what.emplace_back("filesystem");
+  if (HandledNetAccess(abi) != 0) what.emplace_back("tcp");
+  if (Scopes(abi) != 0) {
+    what.emplace_back("signals");
+    what.emplace_back("abstract_unix_sockets");
+  }
+  return what;
+}
+
 LandlockPlan MakeLandlockPlan(std::vector<std::string> writable, std::vector<std::string> devices) {
   LandlockPlan plan;
   plan.abi = LandlockAbi();

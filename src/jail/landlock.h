@@ -18,6 +18,13 @@ struct LandlockPlan {
   std::vector<std::string> devices;   // device files that may be written (e.g. /dev/null)
 };
 
+// What a ruleset of ABI `abi` restricts, as the result's isolation reports it: "filesystem"
+// (ABI 1+), "tcp" (bind and connect, ABI 4+), "signals" and "abstract_unix_sockets" (scoped to
+// the sandbox, ABI 6+). Below those ABIs the namespaces and seccomp cover the rest: the net
+// namespace has no route out and seccomp allows only AF_UNIX sockets; the pid namespace hides
+// every outside process from kill(); the ipc and net namespaces keep abstract sockets apart.
+std::vector<std::string> LandlockRestricts(int abi);
+
 LandlockPlan MakeLandlockPlan(std::vector<std::string> writable, std::vector<std::string> devices);
 
 // Restricts the calling thread (and its future children) per the plan. Paths are opened as

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -122,8 +123,19 @@ TEST_P(Run, ReportsLimitsAndLayers) {
   if (std::string tier = ExpectedCgroupTier(); !tier.empty()) {
     EXPECT_EQ(r.json["limits"]["memory_mb"]["enforced_by"], tier) << r.out;
     EXPECT_EQ(r.json["limits"]["max_processes"]["enforced_by"], tier + "+rlimit") << r.out;
+    EXPECT_EQ(r.json["limits"]["cpu_seconds"]["enforced_by"], tier + "+rlimit") << r.out;
     EXPECT_EQ(r.json["isolation"]["cgroup"], tier) << r.out;
   }
+  // Landlock's reach follows its ABI (ABI 2 on Debian 12's kernel: the filesystem only).
+  int abi = r.json["isolation"]["landlock_abi"].get<int>();
+  const auto& restricts = r.json["isolation"]["landlock_restricts"];
+  ASSERT_TRUE(restricts.is_array()) << r.out;
+  auto has = [&](const char* what) {
+    return std::find(restricts.begin(), restricts.end(), what) != restricts.end();
+  };
+  EXPECT_EQ(has("filesystem"), abi >= 1) << restricts.dump();
+  EXPECT_EQ(has("tcp"), abi >= 4) << restricts.dump();
+  EXPECT_EQ(has("signals"), abi >= 6) << restricts.dump();
   EXPECT_EQ(r.json["isolation"]["seccomp"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["user"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["net"], true);

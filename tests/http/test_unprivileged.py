@@ -87,6 +87,7 @@ class UnprivilegedServeTest(ApiTestCase):
         self.assertEqual(result["result"]["data"]["text/plain"], "42")
         if tier:
             self.assertEqual(result["limits"]["memory_mb"]["enforced_by"], tier, result["limits"])
+            self.assertTrue(result["limits"]["cpu_seconds"]["enforced_by"].startswith(tier), result["limits"])
             one_shot = self.assertResult(self.server.execute("print(1)"), "ok")
             self.assertEqual(one_shot["usage"]["engine"], "warm", one_shot["usage"])
             self.assertEqual(one_shot["limits"]["memory_mb"]["enforced_by"], tier, one_shot["limits"])

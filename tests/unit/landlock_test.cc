@@ -250,3 +250,15 @@ TEST_F(LandlockTest, ScopesSignalsAndAbstractSockets) {
 
 }  // namespace
 }  // namespace execbox::jail
+
+// What the result's isolation reports per ABI: Debian 12's 6.1 (ABI 2) restricts only the
+// filesystem; TCP from ABI 4, signals and abstract sockets from ABI 6.
+TEST(LandlockRestricts, NamesWhatEachAbiRestricts) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(execbox::jail::LandlockRestricts(0), V{});
+  EXPECT_EQ(execbox::jail::LandlockRestricts(2), V{"filesystem"});
+  EXPECT_EQ(execbox::jail::LandlockRestricts(3), V{"filesystem"});
+  EXPECT_EQ(execbox::jail::LandlockRestricts(4), (V{"filesystem", "tcp"}));
+  EXPECT_EQ(execbox::jail::LandlockRestricts(7),
+            (V{"filesystem", "tcp", "signals", "abstract_unix_sockets"}));
+}

@@ -232,6 +232,8 @@ TEST_F(Warm, LimitsAreEnforcedByTheHostsCgroupTier) {
   if (const char* tier = std::getenv("EXECBOX_TEST_CGROUP")) {
     EXPECT_EQ(memory, tier) << Describe(r);
     EXPECT_EQ(json["limits"]["max_processes"]["enforced_by"], std::string(tier) + "+rlimit") << Describe(r);
+    EXPECT_EQ(json["limits"]["cpu_seconds"]["enforced_by"].get<std::string>().rfind(tier, 0), 0u)
+        << Describe(r);
   }
 }
 
