@@ -10,8 +10,8 @@ mount -t cgroup2 -o nsdelegate,memory_recursiveprot cgroup2 /sys/fs/cgroup
 mkdir -p /dev/pts /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /tmp
-mount -t tmpfs -o mode=0755 tmpfs /run
+# /tmp and /run stay the overlay's (writable, in the guest's memory): the tree under test may
+# itself live there (a CI clone in /tmp), and a tmpfs over it would hide it.
 mkdir -p /out && mount -t 9p -o trans=virtio,version=9p2000.L out /out
 ip link set lo up
 hostname execbox-vm
