@@ -11,21 +11,7 @@ python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3
 # Test and benchmark tools.
 tool_packages=(bubblewrap util-linux procps python3-jsonschema wrk curl)
 
-wanted=("${build_packages[@]}" "${python_packages[@]}" "${tool_packages[@]}")
-missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-deps: missing packages (${missing[*]}); run as root to install them" >&2
-  exit 1
-fi
-echo "install-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# --no-install-recommends keeps the image small. Boost is Debian's default 1.74 (libboost-dev):
-# libboost1.81-dev conflicts with the 1.74 headers the scientific stack's packages pull in.
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Boost is Debian's default 1.74 (libboost-dev): libboost1.81-dev conflicts with the 1.74 headers
+# the scientific stack's packages pull in.
+exec "$(dirname "$0")/apt-install-missing.sh" install-deps "${build_packages[@]}" "${python_packages[@]}" \
+  "${tool_packages[@]}"

@@ -6,18 +6,4 @@
 set -euo pipefail
 
 wanted=(clang-16 libclang-rt-16-dev llvm-16)
-missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-fuzz-deps: missing packages (${missing[*]}); run as root to install them" >&2
-  exit 1
-fi
-echo "install-fuzz-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+exec "$(dirname "$0")/apt-install-missing.sh" install-fuzz-deps "${wanted[@]}"

@@ -6,18 +6,4 @@
 set -euo pipefail
 
 wanted=(qemu-system-x86 busybox-static)
-missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-if [ "$(id -u)" -ne 0 ]; then
-  echo "install-vm-deps: missing packages (${missing[*]}); run as root to install them" >&2
-  exit 1
-fi
-echo "install-vm-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+exec "$(dirname "$0")/apt-install-missing.sh" install-vm-deps "${wanted[@]}"
