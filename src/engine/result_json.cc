@@ -25,6 +25,8 @@ json LayersJson(const jail::Layers& l) {
       {"landlock_abi", l.landlock_abi},
       {"landlock_restricts", jail::LandlockRestricts(l.landlock_abi)},
       {"cgroup", l.cgroup},
+      {"hostname", l.hostname},
+      {"proc", l.proc},
   };
 }
 

@@ -45,7 +45,7 @@ StepError WriteWhole(const char* path, const char* data, size_t size, mode_t mod
   return {};
 }
 
-StepError RunMountOp(const MountOp& op) noexcept {
+StepError RunMountOp(const MountOp& op, int64_t& without) noexcept {
   using Kind = MountOp::Kind;
   switch (op.kind) {
     case Kind::kDir:
@@ -71,9 +71,12 @@ StepError RunMountOp(const MountOp& op) noexcept {
         return Err("remount device nosuid");
       }
       return {};
-    case Kind::kProc:
-      if (MountProc(op.target) != 0) return Err("mount proc");
+    case Kind::kProc: {
+      int mounted = MountProcIfAllowed(op.target);
+      if (mounted < 0) return Err("mount proc");
+      if (mounted == 0) without |= wire::kWithoutProc;
       return {};
+    }
     case Kind::kSymlink:
       if (::symlink(op.source, op.target) != 0 && errno != EEXIST) return Err("symlink in the jail root");
       return {};
@@ -462,10 +465,15 @@ int MountProc(const char* target) noexcept {
   return -1;
 }
 
-StepError BuildFilesystem(const ChildPlan& plan) noexcept {
+int MountProcIfAllowed(const char* target) noexcept {
+  if (MountProc(target) == 0) return 1;
+  return errno == EPERM ? 0 : -1;
+}
+
+StepError BuildFilesystem(const ChildPlan& plan, int64_t& without) noexcept {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Err("make / private");
   for (const MountOp& op : plan.mounts) {
-    if (StepError e = RunMountOp(op)) return e;
+    if (StepError e = RunMountOp(op, without)) return e;
   }
   if (::mkdir(plan.old_root, 0700) != 0) return Err("mkdir old root");
   if (::syscall(SYS_pivot_root, plan.staging_root, plan.old_root) != 0) return Err("pivot_root");

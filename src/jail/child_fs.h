@@ -18,9 +18,13 @@ struct StepError {
 // A fresh procfs for the caller's pid namespace at `target`, with only the pid entries where the
 // kernel allows it. 0, or -1 with errno set.
 int MountProc(const char* target) noexcept;
+// MountProc, or nothing when the kernel refuses a procfs here with EPERM (a container masked
+// parts of its own /proc): 1 mounted, 0 going without, -1 with errno for any other failure.
+int MountProcIfAllowed(const char* target) noexcept;
 
-// Mounts everything, pivots into the new root and makes it read-only.
-StepError BuildFilesystem(const ChildPlan& plan) noexcept;
+// Mounts everything, pivots into the new root and makes it read-only. Adds wire::kWithoutProc
+// to `without` when the kernel refused the procfs (MountProcIfAllowed).
+StepError BuildFilesystem(const ChildPlan& plan, int64_t& without) noexcept;
 
 // Reads kInputFile messages from the control socket into the work dir until kInputsDone.
 StepError ReceiveInputs(const ChildPlan& plan) noexcept;

@@ -84,9 +84,10 @@ Check ProcVisibility() {
     }
   }
   if (c.ok) c.detail = "no overmounts";
+  if (!c.ok) c.detail += " (the sandbox's /proc will be empty: the kernel refuses a fresh one)";
   c.fix =
-      "a container masks parts of /proc: run it with an unmasked /proc (e.g. --security-opt "
-      "systempaths=unconfined) or run on the host";
+      "a container masks parts of /proc: to give the code a /proc of its own, run it with an unmasked "
+      "/proc (podman/docker --security-opt systempaths=unconfined; Kubernetes procMount: Unmasked)";
   c.required = false;
   return c;
 }
@@ -373,6 +374,9 @@ Check WholeJail() {
   } else {
     c.ok = true;
     c.detail = "ran in " + std::to_string(out->usage.wall_ms) + " ms, limits by " + out->enforcement.memory;
+    // What a container may refuse; the jail goes on without it (jail/wire.h, kWithout*).
+    if (!out->layers.proc) c.detail += "; without /proc (the kernel refused a fresh procfs: the code sees an empty /proc)";
+    if (!out->layers.hostname) c.detail += "; hostname unchanged (sethostname was refused)";
   }
   c.fix = "see the failing layer above";
   return c;

@@ -135,11 +135,12 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
   ExecFail(status_fd, "execve");
 }
 
-// Waits for the code to exec; false (and the failure sent) when it did not.
-bool AwaitExec(const ChildPlan& plan, int status_read, pid_t pid) noexcept {
+// Waits for the code to exec; false (and the failure sent) when it did not. `without`: the
+// optional steps the kernel refused (wire::kWithout*), told to the supervisor with kStarted.
+bool AwaitExec(const ChildPlan& plan, int status_read, pid_t pid, int64_t without) noexcept {
   ExecFailure f{};
   if (!wire::ReadExact(status_read, &f, sizeof f)) {
-    Send(plan, wire::Kind::kStarted, pid);
+    Send(plan, wire::Kind::kStarted, pid, without);
     return true;
   }
   Send(plan, wire::Kind::kSetupFailed, f.err, 0, 0, f.step);
@@ -216,10 +217,10 @@ void RunInit(const ChildPlan& plan) noexcept {
   if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) FailSetup(plan, {"setresgid", errno});
   if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) FailSetup(plan, {"setresuid", errno});
   if (::unshare(CLONE_NEWCGROUP) != 0) FailSetup(plan, {"unshare cgroup namespace", errno});
-  if (::sethostname(plan.hostname, std::strlen(plan.hostname)) != 0) {
-    FailSetup(plan, {"sethostname", errno});
-  }
-  if (StepError e = BuildFilesystem(plan)) FailSetup(plan, e);
+  // The name is cosmetic (the UTS namespace is private either way): a refusal is reported, not fatal.
+  int64_t without = 0;
+  if (::sethostname(plan.hostname, std::strlen(plan.hostname)) != 0) without |= wire::kWithoutHostname;
+  if (StepError e = BuildFilesystem(plan, without)) FailSetup(plan, e);
   // Not dumpable: the code (same uid inside) cannot open /proc/1/* or ptrace this process.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   if (StepError e = ReceiveInputs(plan)) FailSetup(plan, e);
@@ -246,7 +247,7 @@ void RunInit(const ChildPlan& plan) noexcept {
   }
   int status = 0;
   struct rusage usage {};
-  bool started = AwaitExec(plan, status_pipe[0], pid);
+  bool started = AwaitExec(plan, status_pipe[0], pid, without);
   ::close(status_pipe[0]);
   bool reaped = started && Supervise(plan, sigfd, pid, &status, &usage);
   KillAndReapAll(pid, reaped ? nullptr : &status, &usage);

@@ -83,6 +83,11 @@ void FillLayers(const ChildPlan& plan, const Cgroup* cg, Outcome& out) {
 
 }  // namespace
 
+void ApplyStartFlags(int64_t without, Layers& layers) {
+  layers.hostname = (without & wire::kWithoutHostname) == 0;
+  layers.proc = (without & wire::kWithoutProc) == 0;
+}
+
 static bool SendHeader(int fd, const wire::Header& h) { return SendWireHeader(fd, &h, sizeof h); }
 
 Status SendInputs(int fd, const Policy& policy) {

@@ -55,7 +55,13 @@ struct Layers {
   bool seccomp = false, no_new_privs = false, capabilities_dropped = false;
   int landlock_abi = 0;  // 0: not applied
   std::string cgroup = "none";
+  // Set once the jail reported its start (wire::kWithout*): a container may refuse both.
+  bool hostname = false;  // the hostname is the policy's ("sandbox")
+  bool proc = false;      // a fresh /proc of the sandbox's own processes (else /proc is empty)
 };
+
+// Records what the jail's init said it went without (kStarted's b) in `layers`.
+void ApplyStartFlags(int64_t without, Layers& layers);
 
 struct CollectedFile {
   std::string name;

@@ -61,7 +61,8 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 
 // The code's process: pid 1 of its own pid namespace, locked down before it waits for code.
 [[noreturn]] void RunCodeProcess(const WarmChildSpec& spec, int channel, const ZygoteSetup& setup) noexcept {
-  if (MountProc("/proc") != 0) CodeFail(channel, "mount /proc");
+  // Refused only where the zygote's own jail was refused one too (its layers say so).
+  if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
   ResetSignals();
   // What python3 itself does at start-up: broken pipes and file-size overruns become OSErrors.
   ::signal(SIGPIPE, SIG_IGN);

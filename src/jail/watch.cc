@@ -176,6 +176,7 @@ void Watch::ReadControl() {
   }
   switch (h.kind) {
     case wire::Kind::kStarted:
+      ApplyStartFlags(h.b, out_.layers);
       started_at_ = Clock::now();
       deadline_ = started_at_ + spec_.limits->wall_time;
       break;

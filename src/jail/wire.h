@@ -20,7 +20,7 @@ enum class Kind : uint32_t {
                    // work dir). Reply: kFileData then kFileResult, or kFileResult alone (an error).
   kWriteFile = 8,  // a = path length, b = content length; path and content follow. Reply: kFileResult.
   // init -> supervisor
-  kStarted = 10,      // the code is running (exec succeeded); a = its pid inside
+  kStarted = 10,      // the code is running (exec succeeded); a = its pid inside, b = kWithout* bits
   kSetupFailed = 11,  // text = the step that failed, a = errno
   kExited = 12,       // a = wait status, b = CPU microseconds of the tree, c = max RSS in KiB
   kOutputFile = 13,   // a = name length, b = content length; name and content follow
@@ -30,6 +30,14 @@ enum class Kind : uint32_t {
   kFileData = 17,     // b = content length; the content of the file asked for by kReadFile follows
   kFileResult = 18,   // the end of a kReadFile/kWriteFile: a = 0, or an errno; text = what failed
 };
+
+// kStarted's b: optional steps the kernel refused, so the jail went on without them. A
+// container's seccomp profile may refuse sethostname (the UTS namespace is still private: only
+// the name stays the container's); a container that masks parts of its /proc (as runc and
+// crun do) makes the kernel refuse a fresh procfs in a user namespace, and the code then runs
+// with an empty /proc (it sees less, never more). Anything else that fails is fatal.
+inline constexpr int64_t kWithoutHostname = 1;
+inline constexpr int64_t kWithoutProc = 2;
 
 struct Header {
   Kind kind;

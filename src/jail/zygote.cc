@@ -152,7 +152,8 @@ Expected<std::unique_ptr<Zygote>> Zygote::Start(const Policy& policy, std::chron
       if (h.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(h));
       if (h.kind == wire::Kind::kExited)
         return Fail("the zygote exited during start-up; log: " + z->RecentLog());
-      continue;  // kStarted
+      if (h.kind == wire::Kind::kStarted) ApplyStartFlags(h.b, l.layers);
+      continue;
     }
     if (p[0].revents != 0) {
       ZygoteReady ready{};

@@ -76,9 +76,10 @@ const std::string& UnprivilegedUnavailable() {
 }
 
 Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std::string& stdin_data,
-                      const std::vector<std::string>& extra_env) {
+                      const std::vector<std::string>& extra_env, const std::vector<std::string>& wrapper) {
   Invocation inv;
   std::vector<std::string> cmd = Command(args, mode);
+  cmd.insert(cmd.begin(), wrapper.begin(), wrapper.end());
   // Built before fork: the child only execs.
   std::vector<std::string> env_strings(extra_env);
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);

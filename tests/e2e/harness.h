@@ -28,9 +28,11 @@ struct Invocation {
 const std::string& UnprivilegedUnavailable();
 
 // Runs `execbox args...`; stdin_data is given on standard input. extra_env ("KEY=value") is
-// added to the environment execbox inherits from the test.
+// added to the environment execbox inherits from the test. `wrapper` (a command and its
+// arguments, run as root) is put before everything else, e.g. tests/e2e/container_like.
 Invocation RunExecbox(const std::vector<std::string>& args, Mode mode = Mode::kRoot,
-                      const std::string& stdin_data = "", const std::vector<std::string>& extra_env = {});
+                      const std::string& stdin_data = "", const std::vector<std::string>& extra_env = {},
+                      const std::vector<std::string>& wrapper = {});
 
 // `execbox run --json [extra...] -c code`.
 Invocation RunCode(const std::string& code, Mode mode = Mode::kRoot, std::vector<std::string> extra = {});

@@ -139,6 +139,8 @@ TEST_P(Run, ReportsLimitsAndLayers) {
   EXPECT_EQ(r.json["isolation"]["seccomp"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["user"], true);
   EXPECT_EQ(r.json["isolation"]["namespaces"]["net"], true);
+  EXPECT_EQ(r.json["isolation"]["hostname"], true);
+  EXPECT_EQ(r.json["isolation"]["proc"], true);
 }
 
 TEST_P(Run, StdinAndInputFiles) {
@@ -207,6 +209,56 @@ TEST_P(Run, LimitsOutOfRangeAreBadUsageNamingTheOption) {
   EXPECT_EQ(ran.json["limits"]["cpu_seconds"]["value"], 30) << "the default, above the timeout";
   EXPECT_EQ(ran.json["limits"]["disk_mb"]["value"], 8);
   EXPECT_EQ(ran.json["limits"]["output_bytes"]["value"], 65536);
+}
+
+// In a default container (podman/docker with runc or crun) parts of /proc are masked and the
+// seccomp profile refuses sethostname: the jail goes on without a /proc and without its
+// hostname, says so in `isolation`, and every limit still holds (make test-image does this in a
+// real container).
+TEST_P(Run, InAContainerThatMasksProcAndRefusesSethostname) {
+  if (::getuid() != 0) GTEST_SKIP() << "container_like needs root to mask /proc";
+  const std::vector<std::string> wrapper = {CONTAINER_LIKE, "--"};
+  Invocation r = RunExecbox({"run", "--json", "-c",
+                             "import os, socket\nprint(sorted(os.listdir('/proc')), socket.gethostname() == "
+                             "'sandbox')\nopen('out.txt', 'w').write('x')\n"},
+                            GetParam(), "", {}, wrapper);
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "ok") << r.json.dump(2);
+  EXPECT_EQ(r.json["stdout"], "[] False\n");
+  EXPECT_EQ(r.json["isolation"]["proc"], false);
+  EXPECT_EQ(r.json["isolation"]["hostname"], false);
+  EXPECT_EQ(r.json["isolation"]["namespaces"]["uts"], true);
+  EXPECT_EQ(r.json["isolation"]["seccomp"], true);
+  ASSERT_EQ(r.json["files"].size(), 1u) << r.out;
+  EXPECT_EQ(r.json["files"][0]["name"], "out.txt");
+  // The limits hold as on the host.
+  Invocation over = RunExecbox({"run", "--json", "--memory", "64M", "-c",
+                                "x = bytearray(400 << 20)\nx[::4096] = b'x' * len(x[::4096])\n"},
+                               GetParam(), "", {}, wrapper);
+  ASSERT_TRUE(over.json.is_object()) << over.out << over.err;
+  EXPECT_EQ(over.json["status"], "memory_limit") << over.json.dump(2);
+  Invocation fork_bomb = RunExecbox(
+      {"run", "--json", "--max-processes", "8", "-c",
+       "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n"
+       "        n += 1\nexcept OSError:\n    print('refused after', n)\n"},
+      GetParam(), "", {}, wrapper);
+  ASSERT_TRUE(fork_bomb.json.is_object()) << fork_bomb.out << fork_bomb.err;
+  EXPECT_NE(fork_bomb.json["stdout"].get<std::string>().find("refused after"), std::string::npos)
+      << fork_bomb.json.dump(2);
+  // The warm engine (a zygote's children, where cgroups allow it) goes without both the same way.
+  if (GetParam() == Mode::kRoot) {
+    Invocation warm = RunExecbox({"repl", "--json"}, GetParam(),
+                                 "import os\nprint(os.listdir('/proc'))\nx = 41\nx + 1\n", {}, wrapper);
+    EXPECT_EQ(warm.exit_status, 0) << warm.err;
+    EXPECT_NE(warm.out.find("\"stdout\":\"[]\\n\""), std::string::npos) << warm.out;
+    EXPECT_NE(warm.out.find("\"text/plain\":\"42\""), std::string::npos) << warm.out;
+    EXPECT_NE(warm.out.find("\"proc\":false"), std::string::npos) << warm.out;
+  }
+  // doctor names both, and the jail still works.
+  Invocation doctor = RunExecbox({"doctor"}, GetParam(), "", {}, wrapper);
+  EXPECT_NE(doctor.out.find("without /proc"), std::string::npos) << doctor.out;
+  EXPECT_NE(doctor.out.find("hostname unchanged"), std::string::npos) << doctor.out;
+  EXPECT_NE(doctor.out.find("masked: /proc/"), std::string::npos) << doctor.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Run, ::testing::Values(Mode::kRoot, Mode::kUnprivileged),
