@@ -1,6 +1,7 @@
 // execbox: run untrusted Python in a fresh Linux sandbox.
 #include <CLI/CLI.hpp>
 
+#include "base/version.h"
 #include "cli/check_command.h"
 #include "cli/doctor_command.h"
 #include "cli/mcp_command.h"
@@ -11,7 +12,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"execbox: runs untrusted Python in a Linux sandbox and reports exactly what happened"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "execbox 0.1.0");
+  app.set_version_flag("--version", std::string("execbox ") + execbox::kVersion);
   int exit_status = 0;
   execbox::cli::AddRunCommand(app, exit_status);
   execbox::cli::AddReplCommand(app, exit_status);

@@ -13,6 +13,7 @@
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "base/io.h"
+#include "base/version.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {
@@ -120,7 +121,7 @@ int RunMcp(const McpArgs& args) {
   // refused, not given a jail each.
   const api::ApiKey local{.id = "stdio"};
   // stdio is one channel: which request a message belongs to does not matter here.
-  api::McpServer server(gate, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio}, "0.1.0",
+  api::McpServer server(gate, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio}, kVersion,
                         [](const nlohmann::json&, const std::string& line, bool) {
                           if (line.empty()) return;  // a request ended without a reply: nothing to write
                           std::string framed = line + "\n";

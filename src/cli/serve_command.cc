@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <iostream>
 #include <memory>
@@ -11,6 +12,8 @@
 #include "api/http/config.h"
 #include "api/http/http_api.h"
 #include "api/http/http_server.h"
+#include "base/version.h"
+#include "cli/service_notify.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {
@@ -22,10 +25,16 @@ const char* const kServeHelp =
     "needs 'Authorization: Bearer <token>'. Keys come from the config file ([[keys]], stored as\n"
     "SHA-256) or EXECBOX_API_KEYS (comma-separated tokens). With no key configured the server only\n"
     "listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
-    "executions finish for up to the grace period, stop the rest, clean up, exit 0.";
+    "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
+    "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
+    "Without --config, /etc/execbox/execbox.toml is read when it exists. Under systemd (Type=notify)\n"
+    "it reports readiness, reloads and stopping.";
+
+// Read when --config is not given and the file exists (the Debian package installs it).
+constexpr const char* kDefaultConfigFile = "/etc/execbox/execbox.toml";
 
 struct ServeArgs {
-  std::string config_file, listen, audit_log;
+  std::string config_file, listen, audit_log, instance;
   bool no_pool = false, audit_code = false;
   size_t workers = 0, max_running = 0, max_queue = 0;
   double grace = -1;
@@ -58,17 +67,51 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.starts_with("127.");
 }
 
-int RunServe(const ServeArgs& args) {
+// The config file, then the environment (SIGHUP reads both again for the keys).
+Expected<api::ServerConfig> ReadConfig(const std::string& file) {
   api::ServerConfig config = api::DefaultConfig();
-  if (!args.config_file.empty()) {
-    if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
-      std::cerr << "execbox serve: " << loaded.error().message << "\n";
+  if (!file.empty()) {
+    if (auto loaded = api::LoadConfigFile(file, config); !loaded) return std::unexpected(loaded.error());
+  }
+  if (auto env = api::ApplyEnvironment(config); !env) return std::unexpected(env.error());
+  return config;
+}
+
+// SIGHUP: the keys from the config file and the environment, read again. A file that no longer
+// reads keeps the keys in force (and says why); so does one with no key at all, unless this
+// run's generated token is what serves (loopback only), which then stays.
+void ReloadKeys(const std::string& file, api::HttpApi& api, const std::vector<api::ApiKey>& generated) {
+  NotifyServiceManager(ReloadingState());
+  auto fresh = ReadConfig(file);
+  if (!fresh) {
+    std::cerr << "execbox serve: SIGHUP: keeping the keys in force: " << fresh.error().message << std::endl;
+  } else if (fresh->keys.empty() && generated.empty()) {
+    std::cerr << "execbox serve: SIGHUP: keeping the keys in force: the configuration now has no key" << std::endl;
+  } else {
+    const size_t count = fresh->keys.size();
+    api.ReplaceKeys(fresh->keys.empty() ? generated : std::move(fresh->keys));
+    std::cerr << "execbox serve: SIGHUP: " << count << " key(s) from "
+              << (file.empty() ? std::string("EXECBOX_API_KEYS") : file + " and EXECBOX_API_KEYS")
+              << " (other settings change at the next start)" << std::endl;
+  }
+  NotifyServiceManager("READY=1");
+}
+
+int RunServe(const ServeArgs& args) {
+  std::string config_file = args.config_file;
+  if (config_file.empty() && ::access(kDefaultConfigFile, F_OK) == 0) config_file = kDefaultConfigFile;
+  auto read = ReadConfig(config_file);
+  if (!read) {
+    std::cerr << "execbox serve: " << read.error().message << "\n";
+    return 64;
+  }
+  api::ServerConfig config = std::move(*read);
+  if (!args.instance.empty()) {
+    if (auto s = engine::ValidateInstanceName(args.instance); !s) {
+      std::cerr << "execbox serve: --instance: " << s.error().message << "\n";
       return 64;
     }
-  }
-  if (auto env = api::ApplyEnvironment(config); !env) {
-    std::cerr << "execbox serve: " << env.error().message << "\n";
-    return 64;
+    config.instance = args.instance;
   }
   if (!args.listen.empty()) config.listen = args.listen;
   if (args.no_pool) config.warm = false;
@@ -87,6 +130,7 @@ int RunServe(const ServeArgs& args) {
   }
   if (where->host == "localhost") where->host = "127.0.0.1";
   std::string generated;
+  std::vector<api::ApiKey> generated_keys;
   if (config.keys.empty()) {
     if (!IsLoopback(where->host)) {
       std::cerr << "execbox serve: refusing to listen on " << where->host
@@ -95,7 +139,8 @@ int RunServe(const ServeArgs& args) {
       return 64;
     }
     generated = api::GenerateToken();
-    config.keys.push_back(api::ApiKey{.id = "generated", .sha256_hex = api::Sha256Hex(generated)});
+    generated_keys.push_back(api::ApiKey{.id = "generated", .sha256_hex = api::Sha256Hex(generated)});
+    config.keys = generated_keys;
   }
 
   std::unique_ptr<engine::AuditLog> audit;
@@ -114,6 +159,7 @@ int RunServe(const ServeArgs& args) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -122,11 +168,13 @@ int RunServe(const ServeArgs& args) {
   options.pool.limits = config.limits.defaults;
   options.sessions.max_sessions = config.max_sessions;
   options.sessions.idle_ttl = config.session_idle_ttl;
+  options.sessions.instance = config.instance;
   auto engine = engine::Engine::Create(options);
   if (!engine && config.warm) {
     std::cerr << "execbox serve: warm pool unavailable (" << engine.error().message
               << "); serving cold jails, without sessions\n";
-    engine = engine::Engine::Create(engine::EngineOptions{.warm = false});
+    options.warm = false;
+    engine = engine::Engine::Create(options);
   }
   if (!engine) {
     std::cerr << "execbox serve: cannot start the engine: " << engine.error().message << "\n";
@@ -139,7 +187,7 @@ int RunServe(const ServeArgs& args) {
                                                                            .max_queue = config.max_queue,
                                                                            .audit = audit.get(),
                                                                            .observer = &metrics});
-  auto api = std::make_unique<api::HttpApi>(*gate, config, "0.1.0", metrics);
+  auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
   api::HttpServerOptions http{.host = where->host,
                               .port = where->port,
                               .max_connections = config.max_connections,
@@ -152,6 +200,7 @@ int RunServe(const ServeArgs& args) {
                               .io_threads = config.io_threads};
   http.on_drop = [m = &metrics](std::string_view reason) { m->ConnectionDropped(reason); };
   http.on_response = [m = &metrics](int status) { m->Response(status); };
+  if (!config.instance.empty()) http.response_headers.emplace_back("Execbox-Instance", config.instance);
   auto server = api::HttpServer::Start(
       http, [a = api.get()](api::HttpRequest request, std::shared_ptr<api::Exchange> exchange) {
         a->Handle(std::move(request), std::move(exchange));
@@ -169,10 +218,16 @@ int RunServe(const ServeArgs& args) {
   }
   std::cerr << "execbox serve: " << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
             << gate->max_running() << " running + " << gate->max_queue() << " queued at most\n";
+  if (!config.instance.empty()) std::cerr << "execbox serve: instance " << config.instance << "\n";
   std::cerr << "execbox serve: listening on " << url << std::endl;
+  NotifyServiceManager(std::string("READY=1\nSTATUS=") + ((*engine)->warm() ? "warm pool" : "cold jails") +
+                       ", listening on " + url);
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    ReloadKeys(config_file, *api, generated_keys);
+  }
+  NotifyServiceManager("STOPPING=1");
   std::cerr << "execbox serve: " << (signal_number == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": shutting down (grace " << config.shutdown_grace.count() << " s, " << api->in_flight()
             << " in flight)" << std::endl;
@@ -194,7 +249,11 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   serve->footer(kServeHelp);
   serve->add_option("--listen", args->listen, "host:port to listen on ([v6]:port; port 0 picks one)")
       ->default_str("127.0.0.1:8080");
-  serve->add_option("--config", args->config_file, "TOML configuration file (see README, Configuration)");
+  serve->add_option("--config", args->config_file,
+                    "TOML configuration file (see README, Configuration); without it, /etc/execbox/execbox.toml "
+                    "when it exists");
+  serve->add_option("--instance", args->instance,
+                    "This server's name among several behind one router (a DNS label): session ids end in it");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");

@@ -42,11 +42,17 @@ const char* TransportName(Transport transport) {
   return "cli";
 }
 
-Refusal SessionNotFound(const std::string& id) {
-  return Refusal{.kind = RefusalKind::kNotFound,
-                 .type = "session-not-found",
-                 .title = "Session not found",
-                 .detail = "no session " + Clipped(id) + " (closed, expired, or never created)"};
+// `here`: this server's instance name. An id that names another instance reached the wrong
+// one (a client or router that does not route by the id): say where it lives.
+Refusal SessionNotFound(const std::string& id, const std::string& here) {
+  std::string detail = "no session " + Clipped(id) + " (closed, expired, or never created)";
+  if (std::string there = InstanceOfId(id); !there.empty() && there != here) {
+    detail = "no session " + Clipped(id) + " here: its id names instance '" + Clipped(there) + "', and this is " +
+             (here.empty() ? std::string("a server without an instance name") : "instance '" + here + "'") +
+             " (send session calls through the router, which sends each to its instance)";
+  }
+  return Refusal{
+      .kind = RefusalKind::kNotFound, .type = "session-not-found", .title = "Session not found", .detail = detail};
 }
 
 Refusal SessionsUnavailable() {
@@ -149,7 +155,7 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   if (request.session_id) {
     if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
     auto created = engine_.sessions()->CreatedWith(caller.id, session_id);
-    if (!created) return refuse(SessionNotFound(session_id));
+    if (!created) return refuse(SessionNotFound(session_id, engine_.instance()));
     session_limits = *created;
   }
   auto limits = ResolveLimits(request.limits, session_limits ? &*session_limits : nullptr);
@@ -234,7 +240,7 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
   };
   switch (failure.kind) {
     case SessionError::kNotFound:
-      return SessionNotFound(id);
+      return SessionNotFound(id, engine_.instance());
     case SessionError::kFull: {
       Refusal r = make(RefusalKind::kTooMany, "sessions-full", "Too many sessions");
       r.retry_after_seconds = 5;

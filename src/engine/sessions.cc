@@ -8,11 +8,12 @@
 namespace execbox::engine {
 namespace {
 
-// 128 random bits: a session id is a name that cannot be guessed (ownership is checked too).
-Expected<std::string> NewSessionId() {
+// 128 random bits: a session id is a name that cannot be guessed (ownership is checked too);
+// then the instance that holds it, where there are several.
+Expected<std::string> NewSessionId(const std::string& instance) {
   auto hex = RandomHex(16);
   if (!hex) return std::unexpected(hex.error());
-  return "s_" + *hex;
+  return "s_" + *hex + (instance.empty() ? "" : "." + instance);
 }
 
 // Why a session's process ended: a limit by the status's own name, else it exited or crashed.
@@ -54,6 +55,22 @@ Expected<std::string> PlainPath(const std::string& path) {
 SessionFailure NotFound(const std::string& id) { return {SessionError::kNotFound, "no session " + id}; }
 
 }  // namespace
+
+execbox::Status ValidateInstanceName(const std::string& name) {
+  auto ok = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; };
+  bool valid = !name.empty() && name.size() <= 63 && name.front() != '-' && name.back() != '-';
+  for (char c : name) valid = valid && ok(c);
+  if (!valid) {
+    return Fail("instance name '" + name.substr(0, 80) +
+                "': expected 1-63 of a-z, 0-9 and '-', not starting or ending with '-'");
+  }
+  return {};
+}
+
+std::string InstanceOfId(const std::string& id) {
+  size_t dot = id.rfind('.');
+  return dot == std::string::npos ? "" : id.substr(dot + 1);
+}
 
 struct Sessions::Session {
   std::string id;
@@ -127,7 +144,7 @@ SessionInfo Sessions::InfoOf(Session& s) {
 }
 
 SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const jail::Limits& limits) {
-  auto id = NewSessionId();
+  auto id = NewSessionId(options_.instance);
   if (!id) return std::unexpected(Internal("could not make a session id: " + id.error().message));
   auto s = std::make_shared<Session>();
   s->id = std::move(*id);

@@ -28,7 +28,17 @@ namespace execbox::engine {
 struct SessionOptions {
   size_t max_sessions = 32;
   std::chrono::seconds idle_ttl{30 * 60};
+  // This server's name among several behind one router ("" when alone): every session id
+  // ends in "." and this name, so a router sends each session's calls to the instance that
+  // holds it (README, "Several instances").
+  std::string instance;
 };
+
+// Instance names are DNS labels (a StatefulSet's pod names are): 1-63 of a-z, 0-9 and '-',
+// neither first nor last a '-'.
+execbox::Status ValidateInstanceName(const std::string& name);
+// The instance a session id names ("" for an id without one).
+std::string InstanceOfId(const std::string& id);
 
 struct SessionInfo {
   std::string id;

@@ -5,7 +5,11 @@
 namespace execbox::engine {
 
 Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
+  if (!options.sessions.instance.empty()) {
+    if (auto s = ValidateInstanceName(options.sessions.instance); !s) return std::unexpected(s.error());
+  }
   std::unique_ptr<Engine> e(new Engine());
+  e->instance_ = options.sessions.instance;
   if (!options.warm) return e;
   auto pool = Pool::Start(options.pool);
   if (!pool) return std::unexpected(pool.error());

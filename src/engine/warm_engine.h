@@ -29,9 +29,12 @@ class Engine {
   Pool* pool() { return pool_.get(); }
   // Null when the engine is cold (sessions need warm workers).
   Sessions* sessions() { return sessions_.get(); }
+  // This server's name among several (SessionOptions::instance), "" when alone.
+  const std::string& instance() const { return instance_; }
 
  private:
   Engine() = default;
+  std::string instance_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Sessions> sessions_;  // declared after the pool: destroyed first
 };

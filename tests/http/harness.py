@@ -176,7 +176,10 @@ def _die_with_parent():
 class Server:
     """One `execbox serve` process on 127.0.0.1:<free port>."""
 
-    def __init__(self, flags=(), keys=(KEY_A, KEY_B), config=None, listen="127.0.0.1:0", name="server"):
+    def __init__(self, flags=(), keys=(KEY_A, KEY_B), config=None, listen="127.0.0.1:0", name="server",
+                 token=None):
+        """keys: tokens given in EXECBOX_API_KEYS; token: the one requests send by default (keys[0],
+        else the token the server generates, unless the config file's keys are meant)."""
         self.name = name
         self.flags = list(flags)
         self.keys = list(keys)
@@ -190,7 +193,7 @@ class Server:
         self.proc = None
         self.host = None
         self.port = None
-        self.token = self.keys[0] if self.keys else None
+        self.token = token or (self.keys[0] if self.keys else None)
         self.lines = []
         self._lines_cv = threading.Condition()
         self._drain = None
@@ -267,7 +270,7 @@ class Server:
             raise RuntimeError(f"{self.name}: no 'listening on' line; stderr:\n{self.stderr_text()}")
         self.host = m.group(1).strip("[]")
         self.port = int(m.group(2))
-        if not self.keys:
+        if not self.keys and self.token is None:
             t = _TOKEN.search(self.stderr_text())
             self.token = t.group(1) if t else None
         self.track()

@@ -10,6 +10,7 @@
 #include "api/http/openapi.h"
 #include "api/mcp/mcp_tools.h"
 #include "base/base64.h"
+#include "base/version.h"
 
 namespace execbox::api {
 namespace {
@@ -477,7 +478,7 @@ TEST(OpenApiDocument, IsOpenApi31WithEveryRoute) {
   EXPECT_EQ(doc["openapi"], "3.1.0");
   EXPECT_EQ(doc["jsonSchemaDialect"], "https://json-schema.org/draft/2020-12/schema");
   EXPECT_TRUE(doc["info"].contains("title"));
-  EXPECT_TRUE(doc["info"].contains("version"));
+  EXPECT_EQ(doc["info"]["version"], kVersion) << "the release, from CMakeLists.txt";
   const std::vector<std::pair<std::string, std::vector<std::string>>> routes = {
       {"/v1/execute", {"post"}},
       {"/v1/check", {"post"}},

@@ -116,10 +116,10 @@ TEST_F(AuthenticatorTest, UnknownTokenIs401InvalidToken) {
 TEST_F(AuthenticatorTest, KnownTokenGivesItsKey) {
   auto a = auth.Authenticate("Bearer " + alice_token);
   ASSERT_TRUE(a.has_value()) << a.error().detail;
-  EXPECT_EQ((*a)->id, "alice");
+  EXPECT_EQ(a->id, "alice");
   auto b = auth.Authenticate("bEaReR  " + bob_token + " ");  // scheme case-insensitive, spaces tolerated
   ASSERT_TRUE(b.has_value()) << b.error().detail;
-  EXPECT_EQ((*b)->id, "bob");
+  EXPECT_EQ(b->id, "bob");
 }
 
 TEST(Auth, UpperCaseHexInKeyStillMatches) {
@@ -362,7 +362,7 @@ sha256 = "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
   Authenticator auth(c->keys);
   auto key = auth.Authenticate("Bearer alice-token-0123456789");
   ASSERT_TRUE(key.has_value());
-  EXPECT_EQ((*key)->id, "alice");
+  EXPECT_EQ(key->id, "alice");
 }
 
 TEST(Config, EmptyFileKeepsDefaults) {
@@ -397,6 +397,19 @@ TEST(Config, WrongTypesAreNamed) {
             std::string::npos);
   EXPECT_NE(LoadError("listen = \"localhost\"\n").find("listen: expected host:port"), std::string::npos);
   EXPECT_NE(LoadError("[[keys]]\nid = \"a\"\n").find("keys[0].sha256: missing"), std::string::npos);
+}
+
+TEST(Config, InstanceIsADnsLabel) {
+  auto c = Load("instance = \"execbox-0\"\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->instance, "execbox-0");
+  EXPECT_EQ(DefaultConfig().instance, "");
+  for (const char* bad : {"Execbox", "a_b", "-a", "a-", "", "a.b"}) {
+    EXPECT_NE(LoadError(std::string("instance = \"") + bad + "\"\n").find("instance: instance name"),
+              std::string::npos)
+        << bad << ": " << LoadError(std::string("instance = \"") + bad + "\"\n");
+  }
+  EXPECT_NE(LoadError("instance = \"" + std::string(64, 'a') + "\"\n").find("1-63 of a-z"), std::string::npos);
 }
 
 TEST(Config, BadSha256IsRejected) {
@@ -459,7 +472,7 @@ TEST_F(EnvironmentTest, TokensBecomeHashedKeys) {
   Authenticator auth(config.keys);
   auto key = auth.Authenticate("Bearer second-token-0123456789");
   ASSERT_TRUE(key.has_value());
-  EXPECT_EQ((*key)->id, "env-2");
+  EXPECT_EQ(key->id, "env-2");
 }
 
 TEST_F(EnvironmentTest, ShortTokenIsAnErrorThatDoesNotShowIt) {

@@ -81,7 +81,7 @@ Authenticator::Authenticator(std::vector<ApiKey> keys) : keys_(std::move(keys)) 
     valid_[i] = DecodeDigest(keys_[i].sha256_hex, digests_[i]) ? 1 : 0;
 }
 
-std::expected<const ApiKey*, Problem> Authenticator::Authenticate(std::string_view authorization) const {
+std::expected<ApiKey, Problem> Authenticator::Authenticate(std::string_view authorization) const {
   std::string_view value = authorization;
   while (!value.empty() && IsSpace(value.front())) value.remove_prefix(1);
   while (!value.empty() && IsSpace(value.back())) value.remove_suffix(1);
@@ -116,7 +116,7 @@ std::expected<const ApiKey*, Problem> Authenticator::Authenticate(std::string_vi
     matched |= equal;
   }
   if (!matched) return std::unexpected(Unauthorized("the bearer token matches no API key", true));
-  return &keys_[found];
+  return keys_[found];
 }
 
 }  // namespace execbox::api

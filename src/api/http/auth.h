@@ -26,7 +26,7 @@ class Authenticator {
   explicit Authenticator(std::vector<ApiKey> keys);
   // The key for an Authorization header value, else 401 with WWW-Authenticate: Bearer (plain
   // when no credentials were sent; error="invalid_token" when they are malformed or unknown).
-  std::expected<const ApiKey*, Problem> Authenticate(std::string_view authorization) const;
+  std::expected<ApiKey, Problem> Authenticate(std::string_view authorization) const;
 
  private:
   std::vector<ApiKey> keys_;

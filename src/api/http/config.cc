@@ -11,6 +11,7 @@
 
 #include "api/http/auth.h"
 #include "base/io.h"
+#include "engine/sessions.h"
 
 namespace execbox::api {
 
@@ -347,6 +348,14 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
              c.listen = *v;
              return {};
            }},
+          {"instance",
+           [&](const toml::node& node, const std::string& key) -> Status {
+             auto v = String(node, key);
+             if (!v) return std::unexpected(v.error());
+             if (auto s = engine::ValidateInstanceName(*v); !s) return Err(node, key, s.error().message);
+             c.instance = *v;
+             return {};
+           }},
           {"audit_log",
            [&](const toml::node& node, const std::string& key) -> Status {
              auto v = String(node, key);
@@ -464,6 +473,11 @@ Status LoadConfigFile(const std::string& path, ServerConfig& config) {
 }
 
 Status ApplyEnvironment(ServerConfig& config) {
+  if (const char* instance = std::getenv("EXECBOX_INSTANCE"); instance != nullptr && *instance != '\0') {
+    if (auto s = engine::ValidateInstanceName(instance); !s)
+      return std::unexpected(Context("EXECBOX_INSTANCE", s.error()));
+    config.instance = instance;
+  }
   const char* value = std::getenv("EXECBOX_API_KEYS");
   if (value == nullptr) return {};
   std::vector<ApiKey> added;

@@ -23,6 +23,10 @@ struct ApiKey {
 
 struct ServerConfig {
   std::string listen = "127.0.0.1:8080";  // host:port; [v6]:port
+  // This server's name among several behind one router (engine::SessionOptions::instance);
+  // "" when alone. Session and MCP session ids end in "." and it; responses carry it in
+  // Execbox-Instance.
+  std::string instance;
   std::vector<ApiKey> keys;
   // Origins allowed to call /mcp from a browser (exact match, e.g. "http://localhost:3000");
   // requests without an Origin header are allowed (they are not from a browser).
@@ -65,7 +69,8 @@ ServerConfig DefaultConfig();
 // docs in README ("Configuration") for the keys.
 Status LoadConfigFile(const std::string& path, ServerConfig& config);
 
-// EXECBOX_API_KEYS: comma-separated tokens (ids "env-1", "env-2", ...), hashed at once.
+// EXECBOX_API_KEYS: comma-separated tokens (ids "env-1", "env-2", ...), hashed at once;
+// EXECBOX_INSTANCE: the instance name (a Kubernetes pod's own name, for one).
 Status ApplyEnvironment(ServerConfig& config);
 
 }  // namespace execbox::api

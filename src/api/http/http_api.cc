@@ -26,10 +26,10 @@ HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string ver
       config_(config),
       version_(std::move(version)),
       openapi_(OpenApiDocument(gate.limits())),
-      auth_(config.keys),
+      auth_(std::make_shared<const Authenticator>(config.keys)),
       metrics_(metrics) {
   mcp_ =
-      std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins});
+      std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
   monitor_ = std::thread([this] { Monitor(); });
 }
 
@@ -61,12 +61,18 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     if (path == "/livez") return Respond(*exchange, HttpResponse{.body = R"({"status":"ok"})"});
     return Ready(exchange);
   }
-  auto key = auth_.Authenticate(request.Header("authorization"));
+  auto key = auth_.load()->Authenticate(request.Header("authorization"));
   if (!key) {
     metrics_.Rejected(key.error().status == 401 ? "unauthorized" : "forbidden");
     return exchange->Respond(ProblemResponse(key.error()));
   }
-  Route(request, exchange, **key);
+  // A copy: the keys may be replaced (ReplaceKeys) while this request is answered.
+  const ApiKey authenticated = *key;
+  Route(request, exchange, authenticated);
+}
+
+void HttpApi::ReplaceKeys(std::vector<ApiKey> keys) {
+  auth_.store(std::make_shared<const Authenticator>(std::move(keys)));
 }
 
 void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {

@@ -37,6 +37,9 @@ class HttpApi {
   void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange);
   Metrics& metrics() { return metrics_; }
   void set_connection_count(std::function<size_t()> count) { connection_count_ = std::move(count); }
+  // The keys from now on (SIGHUP: the config file read again). A request being answered keeps
+  // the key it was authenticated with; a key that is gone is refused from its next request.
+  void ReplaceKeys(std::vector<ApiKey> keys);
 
   // Graceful shutdown: refuse new executions (503) and wake queued ones with 503; wait up to
   // `grace` for running executions to finish, then cancel the rest (they answer with status
@@ -69,7 +72,7 @@ class HttpApi {
   ServerConfig config_;
   std::string version_;
   std::string openapi_;  // the document with this server's limits
-  Authenticator auth_;
+  std::atomic<std::shared_ptr<const Authenticator>> auth_;
   Metrics& metrics_;
   std::unique_ptr<McpHttp> mcp_;
   std::function<size_t()> connection_count_;

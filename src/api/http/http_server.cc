@@ -97,6 +97,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     answered_ = true;
     bool keep = KeepAlive();
     auto headers = response.headers;
+    for (const auto& h : server_->options.response_headers) headers.push_back(h);
     bool bodiless = response.status == 204 || response.status == 304;  // RFC 9110: no length, no body
     if (!bodiless) headers.emplace_back("Content-Length", std::to_string(response.body.size()));
     std::string out = SerializeHead(response.status, response.content_type, headers, keep) + "\r\n";
@@ -111,6 +112,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (answered_ || closed_) return;
     answered_ = streaming_ = true;
     bool keep = KeepAlive();
+    for (const auto& h : server_->options.response_headers) headers.push_back(h);
     headers.emplace_back("Transfer-Encoding", "chunked");
     headers.emplace_back("Cache-Control", "no-store");
     headers.emplace_back("X-Accel-Buffering", "no");

@@ -13,6 +13,9 @@
 #include <string>
 #include <string_view>
 
+#include <utility>
+#include <vector>
+
 #include "api/http/http_types.h"
 #include "base/error.h"
 
@@ -32,6 +35,8 @@ struct HttpServerOptions {
   // Answers for what the server refuses itself, before a handler sees the request.
   std::function<void(std::string_view reason)> on_drop;  // "header_timeout", "connection_limit", ...
   std::function<void(int status)> on_response;           // every response's status
+  // Added to every response (Execbox-Instance, where the server has an instance name).
+  std::vector<std::pair<std::string, std::string>> response_headers;
 };
 
 class HttpServer {

@@ -261,13 +261,14 @@ std::shared_ptr<Session> McpHttp::State::FindSession(const HttpRequest& request,
 std::shared_ptr<Session> McpHttp::State::CreateSession(const ApiKey& key, const std::string& peer,
                                                        HttpResponse& error) {
   const std::string& key_id = key.id;
-  // 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable.
+  // 128 random bits as 32 hex digits: visible ASCII, as the spec asks, and unguessable; then
+  // the instance that holds it, for a router to pin the MCP session by its id.
   auto random = RandomHex(16);
   if (!random) {
     error = MakeProblem(500, "internal-error", "Internal error", "no randomness for a session id");
     return nullptr;
   }
-  const std::string id = std::move(*random);
+  const std::string id = *random + (options.instance.empty() ? "" : "." + options.instance);
   auto session = std::make_shared<Session>(id, key_id);
   // The MCP session's tool calls are the key's, through the same gate as its /v1 requests.
   session->server = std::make_unique<McpServer>(

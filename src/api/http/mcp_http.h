@@ -30,6 +30,7 @@ struct McpHttpOptions {
   size_t max_sessions = 256;                 // MCP sessions (not execbox sessions); 503 beyond
   size_t max_sessions_per_key = 64;          // one key cannot take them all; 429 beyond
   std::chrono::seconds idle_ttl{60 * 60};    // an MCP session with no request for this long ends
+  std::string instance;                      // ServerConfig::instance: ends every Mcp-Session-Id
 };
 
 class McpHttp {

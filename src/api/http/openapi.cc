@@ -1,6 +1,7 @@
 #include "api/http/openapi.h"
 
 #include "api/mcp/json_rpc.h"
+#include "base/version.h"
 
 namespace execbox::api {
 
@@ -61,6 +62,7 @@ json OpenApiResultLimitsSchema() {
 
 std::string OpenApiDocument(const engine::LimitsConfig& limits) {
   json doc = json::parse(OpenApiDocumentText());
+  doc["info"]["version"] = kVersion;  // the release (CMakeLists.txt), whatever the file says
   doc["components"]["schemas"]["Limits"] = OpenApiLimitsSchema(limits);
   doc["components"]["schemas"]["Result"]["properties"]["limits"] = OpenApiResultLimitsSchema();
   return Serialize(doc);
