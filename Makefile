@@ -5,7 +5,8 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http clean format
+.PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http clean format \
+	install deb test-deb
 
 deps:
 	@scripts/install-deps.sh
@@ -34,6 +35,21 @@ test-v2: build
 test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DEXECBOX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
 	@cd build-asan && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+# Installing (README "Installing"): PREFIX/bin/execbox, PREFIX/libexec/execbox/execbox-worker,
+# /etc/execbox/execbox.toml, the systemd units. The Debian package is the same tree.
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+deb: build
+	@scripts/install-package-deps.sh
+	@cd $(BUILD) && cpack -G DEB >/dev/null && ls -1 $(CURDIR)/$(BUILD)/execbox_*.deb
+
+# The package for real on this machine: apt-get install, doctor and executions from /usr/bin,
+# the service's user, systemd-analyze verify, remove with a server running, purge.
+test-deb: deb
+	@tests/package/deb_test.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/execbox_bench $(BUILD)/execbox

@@ -4,10 +4,9 @@ set -euo pipefail
 
 build_packages=(g++ cmake make pkg-config libseccomp-dev libpython3-dev libcap-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libbenchmark-dev libboost-dev libssl-dev libtomlplusplus-dev)
-# The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI.
-python_packages=(python3 python3-numpy python3-pandas python3-matplotlib python3-scipy python3-sympy
-  python3-seaborn python3-pil python3-sklearn python3-statsmodels python3-networkx python3-openpyxl
-  python3-bs4)
+# The interpreter inside the sandbox and its scientific stack: Debian's, never PyPI (the list is
+# shared with the Debian package's Depends).
+mapfile -t python_packages < <(grep -v -e '^#' -e '^$' "$(dirname "$0")/python-packages.txt")
 # Test and benchmark tools.
 tool_packages=(bubblewrap util-linux procps python3-jsonschema wrk curl)
 

@@ -1,10 +1,11 @@
 // execbox: run untrusted Python in a fresh Linux sandbox.
 #include <CLI/CLI.hpp>
 
-#include "base/version.h"
+#include "base/build_info.h"
 #include "cli/check_command.h"
 #include "cli/doctor_command.h"
 #include "cli/mcp_command.h"
+#include "cli/prepare_command.h"
 #include "cli/repl_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   execbox::cli::AddReplCommand(app, exit_status);
   execbox::cli::AddCheckCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
+  execbox::cli::AddPrepareCommand(app, exit_status);
   execbox::cli::AddMcpCommand(app, exit_status);
   execbox::cli::AddServeCommand(app, exit_status);
   try {

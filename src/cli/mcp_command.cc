@@ -13,7 +13,7 @@
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "base/io.h"
-#include "base/version.h"
+#include "base/build_info.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {

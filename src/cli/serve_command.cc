@@ -12,14 +12,14 @@
 #include "api/http/config.h"
 #include "api/http/http_api.h"
 #include "api/http/http_server.h"
-#include "base/version.h"
+#include "base/build_info.h"
 #include "cli/service_notify.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {
 namespace {
 
-const char* const kServeHelp =
+const std::string kServeHelp =
     "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/openapi.json, /livez, /readyz,\n"
     "/metrics) and MCP over Streamable HTTP (/mcp) on one port. Every route but /livez and /readyz\n"
     "needs 'Authorization: Bearer <token>'. Keys come from the config file ([[keys]], stored as\n"
@@ -27,11 +27,8 @@ const char* const kServeHelp =
     "listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
     "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
     "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
-    "Without --config, /etc/execbox/execbox.toml is read when it exists. Under systemd (Type=notify)\n"
-    "it reports readiness, reloads and stopping.";
-
-// Read when --config is not given and the file exists (the Debian package installs it).
-constexpr const char* kDefaultConfigFile = "/etc/execbox/execbox.toml";
+    "Without --config, " + std::string(kDefaultConfigFile) + " is read when it exists and is readable.\n"
+    "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
   std::string config_file, listen, audit_log, instance;
@@ -98,8 +95,17 @@ void ReloadKeys(const std::string& file, api::HttpApi& api, const std::vector<ap
 }
 
 int RunServe(const ServeArgs& args) {
+  // Without --config, the installed one when there is one (the Debian package's), if this user
+  // may read it: it is root:execbox 0640, and a user's own server has its own settings.
   std::string config_file = args.config_file;
-  if (config_file.empty() && ::access(kDefaultConfigFile, F_OK) == 0) config_file = kDefaultConfigFile;
+  if (config_file.empty() && ::access(kDefaultConfigFile, F_OK) == 0) {
+    if (::access(kDefaultConfigFile, R_OK) == 0) {
+      config_file = kDefaultConfigFile;
+    } else {
+      std::cerr << "execbox serve: not reading " << kDefaultConfigFile
+                << " (not readable by this user); pass --config FILE for settings of your own\n";
+    }
+  }
   auto read = ReadConfig(config_file);
   if (!read) {
     std::cerr << "execbox serve: " << read.error().message << "\n";
@@ -250,8 +256,8 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   serve->add_option("--listen", args->listen, "host:port to listen on ([v6]:port; port 0 picks one)")
       ->default_str("127.0.0.1:8080");
   serve->add_option("--config", args->config_file,
-                    "TOML configuration file (see README, Configuration); without it, /etc/execbox/execbox.toml "
-                    "when it exists");
+                    "TOML configuration file (see README, Configuration); without it, " +
+                        std::string(kDefaultConfigFile) + " when it exists");
   serve->add_option("--instance", args->instance,
                     "This server's name among several behind one router (a DNS label): session ids end in it");
   serve->add_flag("--no-pool", args->no_pool,

@@ -17,8 +17,14 @@ namespace {
 constexpr const char* kSeedDir = "/opt/execbox/matplotlib/";
 constexpr size_t kMaxCacheFile = 4u << 20;
 
-// root: /var/cache/execbox; a user: $XDG_CACHE_HOME/execbox or ~/.cache/execbox.
 std::string CacheDir() {
+  // A service's own (systemd's CacheDirectory=execbox sets CACHE_DIRECTORY, a list).
+  for (const char* name : {"EXECBOX_CACHE_DIR", "CACHE_DIRECTORY"}) {
+    if (const char* dir = std::getenv(name); dir != nullptr && dir[0] == '/') {
+      std::string first(dir);
+      return first.substr(0, first.find(':')) + "/matplotlib";
+    }
+  }
   if (::geteuid() == 0) return "/var/cache/execbox/matplotlib";
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
     return std::string(xdg) + "/execbox/matplotlib";
@@ -84,6 +90,8 @@ void Save(const std::string& dir, const std::vector<jail::SyntheticFile>& files)
 }
 
 }  // namespace
+
+std::string MatplotlibCacheDir() { return CacheDir(); }
 
 const std::vector<jail::SyntheticFile>& MatplotlibSeedFiles() {
   static const std::vector<jail::SyntheticFile> files = [] {

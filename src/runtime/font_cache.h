@@ -2,6 +2,7 @@
 // plots does not rebuild it (≈200-300 ms) on every first import.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "jail/policy.h"
@@ -11,5 +12,10 @@ namespace execbox::runtime {
 // Synthetic files for /opt/execbox/matplotlib/, which the agent copies into MPLCONFIGDIR.
 // Empty when no cache dir is writable (the code then builds the list itself, as before).
 const std::vector<jail::SyntheticFile>& MatplotlibSeedFiles();
+
+// Where the cache is: $EXECBOX_CACHE_DIR, else $CACHE_DIRECTORY (systemd's CacheDirectory=),
+// each + "/matplotlib"; else /var/cache/execbox/matplotlib as root, and
+// $XDG_CACHE_HOME/execbox/matplotlib or ~/.cache/execbox/matplotlib for a user. "" when none.
+std::string MatplotlibCacheDir();
 
 }  // namespace execbox::runtime

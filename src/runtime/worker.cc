@@ -19,7 +19,11 @@ std::string DefaultWorkerBinary() {
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "execbox-worker";
   std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "execbox-worker";
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  const std::string beside = dir + "execbox-worker";
+  const std::string installed = dir + "../libexec/execbox/execbox-worker";
+  if (::access(beside.c_str(), X_OK) != 0 && ::access(installed.c_str(), X_OK) == 0) return installed;
+  return beside;
 }
 
 Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {

@@ -21,13 +21,15 @@ struct WorkerOptions {
   // gc.freeze() in the zygote: a child's collections then skip (and so never copy) the
   // zygote's objects. Off only to measure what it buys.
   bool gc_freeze = true;
-  // Empty: execbox-worker next to the running executable (or $EXECBOX_WORKER).
+  // Empty: DefaultWorkerBinary().
   std::string worker_binary;
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).
   uint64_t memory_bytes = 1ull << 30;
 };
 
-// Where execbox-worker is: $EXECBOX_WORKER, else next to /proc/self/exe.
+// Where execbox-worker is, found from the running executable, never from the source or build
+// tree: $EXECBOX_WORKER; else next to it (a build tree); else ../libexec/execbox/ from its
+// directory (an installed tree: PREFIX/bin/execbox, PREFIX/libexec/execbox/execbox-worker).
 std::string DefaultWorkerBinary();
 
 // The zygote's jail: like a cold Python jail, running the worker binary with Policy::zygote.

@@ -10,7 +10,7 @@
 #include "api/http/openapi.h"
 #include "api/mcp/mcp_tools.h"
 #include "base/base64.h"
-#include "base/version.h"
+#include "base/build_info.h"
 
 namespace execbox::api {
 namespace {

@@ -1,7 +1,7 @@
 #include "api/http/openapi.h"
 
 #include "api/mcp/json_rpc.h"
-#include "base/version.h"
+#include "base/build_info.h"
 
 namespace execbox::api {
 
