@@ -209,13 +209,17 @@ void RunInit(const ChildPlan& plan) noexcept {
   wire::Header go{};
   if (!wire::ReadExact(plan.control, &go, sizeof go) || go.kind != wire::Kind::kGo) ::_exit(1);
 
-  if (plan.clear_groups && ::setgroups(0, nullptr) != 0) FailSetup(plan, {"setgroups", errno});
+  // Raw system calls, not glibc's setgroups/setres[ug]id: in a process cloned from a threaded
+  // supervisor, glibc still lists the parent's threads and signals each "to change its ids
+  // too"; where the supervisor is pid 1 (a container's entry point) a listed thread id equals
+  // this process's own pid 1 in its new namespace, and the wrapper waits for itself forever.
+  if (plan.clear_groups && ::syscall(SYS_setgroups, 0, nullptr) != 0) FailSetup(plan, {"setgroups", errno});
   // Become the one mapped id (as host root the clone kept kuid 0, which has no name inside and
   // cannot own files). NO_SETUID_FIXUP keeps the namespace capabilities the setup still needs.
   if (::prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) != 0)
     FailSetup(plan, {"securebits", errno});
-  if (::setresgid(plan.gid, plan.gid, plan.gid) != 0) FailSetup(plan, {"setresgid", errno});
-  if (::setresuid(plan.uid, plan.uid, plan.uid) != 0) FailSetup(plan, {"setresuid", errno});
+  if (::syscall(SYS_setresgid, plan.gid, plan.gid, plan.gid) != 0) FailSetup(plan, {"setresgid", errno});
+  if (::syscall(SYS_setresuid, plan.uid, plan.uid, plan.uid) != 0) FailSetup(plan, {"setresuid", errno});
   if (::unshare(CLONE_NEWCGROUP) != 0) FailSetup(plan, {"unshare cgroup namespace", errno});
   // The name is cosmetic (the UTS namespace is private either way): a refusal is reported, not fatal.
   int64_t without = 0;

@@ -152,6 +152,40 @@ class InstanceTest(ApiTestCase):
         self.assertFalse(result.get("isError"), result)
 
 
+class PidOneServer(Server):
+    """`execbox serve` as pid 1 of a pid namespace, as a container's entry point is."""
+
+    def command(self):
+        return ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"] + super().command()
+
+    def signal(self, sig=signal.SIGTERM):
+        self.track()
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+            child = int(f.read().split()[0])
+        os.kill(child, sig)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "a pid namespace of its own needs root")
+class AsPidOneTest(ApiTestCase):
+    """A container runs execbox as its pid 1. The jail's init, cloned from one of the server's
+    threads, once waited forever for glibc's "every thread changes its ids" broadcast to reach
+    a thread whose id (1) was its own pid in the new namespace: every execution timed out."""
+
+    def test_cold_and_warm_executions(self):
+        for flags in (["--no-pool"], ["--workers", "1"]):
+            server = PidOneServer(name="pid-one", flags=flags)
+            server.start()
+            try:
+                r = server.execute("import os\nprint(os.getpid())\n6 * 7", limits={"timeout_seconds": 20})
+                self.assertEqual(r.status, 200, r)
+                body = r.json()
+                self.assertEqual(body["status"], "ok", body)
+                self.assertEqual(body["result"]["data"]["text/plain"], "42")
+                self.assertEqual(body["usage"]["engine"], "cold" if flags == ["--no-pool"] else "warm", body)
+            finally:
+                self.assertEqual(server.stop(), 0, server.stderr_text())
+
+
 class InstanceNameTest(unittest.TestCase):
     def test_bad_names_stop_the_server_with_the_rule(self):
         for flags, env in ((["--instance", "Alpha_1"], None), ([], "-alpha"),
