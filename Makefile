@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http clean format \
-	install deb test-deb
+	install deb test-deb image test-image
 
 deps:
 	@scripts/install-deps.sh
@@ -50,6 +50,18 @@ deb: build
 # the service's user, systemd-analyze verify, remove with a server running, purge.
 test-deb: deb
 	@tests/package/deb_test.sh $(BUILD)
+
+# The container image localhost/execbox:VERSION (deploy/container/Containerfile, the package
+# inside) with podman; IMAGE_BASE=docker.io/library/debian:bookworm-slim takes the base from a
+# registry, else it is made from Debian's mirror (mmdebstrap). README "Container image".
+image: deb
+	@scripts/install-image-deps.sh
+	@scripts/build-image.sh $(BUILD)
+
+# The image for real: doctor, executions and limits, the server, hardened and non-root runs, in
+# containers with podman's default security (no --privileged).
+test-image: image
+	@tests/image/image_test.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/execbox_bench $(BUILD)/execbox

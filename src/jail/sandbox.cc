@@ -14,6 +14,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -240,8 +241,16 @@ Expected<Launched> Launch(const Policy& policy) {
        {&ch.stdin_read, &ch.stdout_write, &ch.stderr_write, &ch.report_write, &ch.control_child}) {
     fd->Reset();
   }
-  if (auto s = WriteIdMaps(pid, policy, root); !s)
-    return std::unexpected(Context("user namespace", s.error()));
+  if (auto s = WriteIdMaps(pid, policy, root); !s) {
+    // A container that dropped these (docker/podman --cap-drop ALL) stops every run here.
+    const bool refused = s.error().message.ends_with(std::strerror(EPERM));
+    return std::unexpected(Context(
+        root && refused ? "user namespace (as root, mapping the code to nobody needs CAP_SETUID and CAP_SETGID: "
+                          "a container must keep them, e.g. --cap-add SETUID,SETGID, or run execbox as a "
+                          "non-root user)"
+                        : "user namespace",
+        s.error()));
+  }
   if (l.cgroup && !born_in_group) {
     if (auto s = l.cgroup->AddProcess(pid); !s) return std::unexpected(Context("cgroup", s.error()));
   }
