@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http clean format \
-	install deb test-deb image test-image
+	install deb test-deb image test-image test-cluster
 
 deps:
 	@scripts/install-deps.sh
@@ -62,6 +62,13 @@ image: deb
 # containers with podman's default security (no --privileged).
 test-image: image
 	@tests/image/image_test.sh $(BUILD)
+
+# Several instances behind nginx (tests/cluster, README "Several instances behind nginx"): three
+# servers on loopback behind Debian's nginx with deploy/nginx's routing and the Kubernetes
+# router's configuration, as root.
+test-cluster: build
+	@scripts/install-cluster-deps.sh
+	@tests/cluster/run.sh $(BUILD)
 
 bench: build
 	@$(BUILD)/execbox_bench $(BUILD)/execbox
