@@ -5,5 +5,6 @@
 # build directory by tests/vm/run.sh, never installed on this host. Run as root.
 set -euo pipefail
 
-wanted=(qemu-system-x86 busybox-static)
+# runc: the guest runs execbox in containers shaped like Docker's (tests/vm/container.sh).
+wanted=(qemu-system-x86 busybox-static runc)
 exec "$(dirname "$0")/apt-install-missing.sh" install-vm-deps "${wanted[@]}"

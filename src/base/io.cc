@@ -8,6 +8,15 @@
 
 namespace execbox {
 
+const std::string& ExecutablePath() {
+  static const std::string path = [] {
+    char self[4096];
+    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  }();
+  return path;
+}
+
 Expected<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.Valid()) return FailErrno("open(" + path + ")");

@@ -22,5 +22,9 @@ Expected<std::pair<UniqueFd, UniqueFd>> MakePipe();
 Expected<uint64_t> ParseSize(std::string_view text);
 // A decimal number, trailing newlines and spaces allowed; nothing for anything else.
 std::optional<uint64_t> ParseU64(std::string_view text);
+// The running executable's path, as /proc/self/exe named it the first time this was asked
+// ("" when it could not be read). Kept: after the process enters a mount namespace of its own
+// (jail/container_cgroups.h) the link names a mount outside it and reads as a bare "/execbox".
+const std::string& ExecutablePath();
 
 }  // namespace execbox

@@ -9,6 +9,7 @@
 #include "cli/repl_command.h"
 #include "cli/run_command.h"
 #include "cli/serve_command.h"
+#include "jail/container_cgroups.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"execbox: runs untrusted Python in a Linux sandbox and reports exactly what happened"};
@@ -22,6 +23,12 @@ int main(int argc, char** argv) {
   execbox::cli::AddPrepareCommand(app, exit_status);
   execbox::cli::AddMcpCommand(app, exit_status);
   execbox::cli::AddServeCommand(app, exit_status);
+  // Before any command starts a thread: in a container whose cgroup filesystem is read-only,
+  // execbox takes its own writable view of its group (jail/container_cgroups.h). `check` runs
+  // no code and needs none.
+  app.parse_complete_callback([&app] {
+    if (!app.got_subcommand("check")) (void)execbox::jail::TakeContainerCgroups();
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

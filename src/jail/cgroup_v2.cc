@@ -104,9 +104,9 @@ Status EnableV2Controllers(const std::string& dir) {
   if (r->err == EBUSY) {
     why +=
         " (the group holds processes, and cgroup v2 gives controllers only to the children of a "
-        "group without processes; execbox moves itself into a leaf child only out of a delegated "
-        "group other than the root of its cgroup namespace, so run it from one, e.g. systemd-run "
-        "--scope -p Delegate=yes, or as root in the root cgroup)";
+        "group without processes; execbox moves itself into a leaf child only out of a group it "
+        "holds alone, so run it from one, e.g. systemd-run --scope -p Delegate=yes, or as root in "
+        "the root cgroup)";
   } else if (r->err == EACCES || r->err == EPERM || r->err == EROFS) {
     why += std::string(" (") + kPermissionFix + ")";
   }
@@ -250,9 +250,11 @@ Expected<CgroupSupport> TryV2(const std::vector<CgroupMount>& mounts, const std:
     return Fail("this process's cgroup v2 group " + line->path + " is outside every cgroup2 mount");
   }
   if (auto s = CheckV2Controllers(mount->mount_point, *own_dir); !s) return std::unexpected(s.error());
-  // The root of the (namespace's) hierarchy is left alone: the real root has no "no internal
-  // processes" rule, and a namespace root is the container's business.
-  if (line->path == "/") {
+  // The real root has no "no internal processes" rule (and no cgroup.type file): controllers are
+  // handed down at once. Any other group, a cgroup namespace's root included (a container's
+  // group, jail/container_cgroups.h), is treated as a delegated one: this process moves itself
+  // into the leaf when it is alone there.
+  if (line->path == "/" && !Exists(*own_dir + "/cgroup.type")) {
     if (auto s = EnableV2Controllers(*own_dir); !s) return std::unexpected(s.error());
   } else {
     auto moved = cgroup_internal::EnableControllersMovingToLeaf(*own_dir, ::getpid(), V2ControllerNames());

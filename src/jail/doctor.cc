@@ -16,6 +16,7 @@
 
 #include "base/io.h"
 #include "jail/cgroup.h"
+#include "jail/container_cgroups.h"
 #include "jail/landlock.h"
 #include "jail/launch.h"
 #include "jail/sandbox.h"
@@ -394,6 +395,15 @@ std::vector<Check> Diagnose() {
   checks.push_back(Namespace("uts", CLONE_NEWUTS));
   checks.push_back(Namespace("cgroup", CLONE_NEWCGROUP));
   checks.push_back(ProcVisibility());
+  // Taken at start-up (main), before this: say what happened where it applied.
+  if (const ContainerCgroups& c = ContainerCgroupsOutcome(); !c.detail.empty()) {
+    checks.push_back(Check{.layer = "cgroups in a container",
+                           .ok = c.entered,
+                           .required = false,
+                           .detail = c.detail,
+                           .fix = "keep CAP_SETUID, CAP_SETGID and CAP_SETFCAP and allow unshare(CLONE_NEWUSER) "
+                                  "and mount in the container (README, \"Container image\")"});
+  }
   checks.push_back(Seccomp());
   checks.push_back(Landlock());
   checks.push_back(Cgroups());

@@ -15,10 +15,8 @@ namespace execbox::runtime {
 
 std::string DefaultWorkerBinary() {
   if (const char* env = std::getenv("EXECBOX_WORKER"); env != nullptr && *env != '\0') return env;
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "execbox-worker";
-  std::string path(self, static_cast<size_t>(n));
+  const std::string& path = ExecutablePath();
+  if (path.empty()) return "execbox-worker";
   const std::string dir = path.substr(0, path.rfind('/') + 1);
   const std::string beside = dir + "execbox-worker";
   const std::string installed = dir + "../libexec/execbox/execbox-worker";

@@ -151,9 +151,9 @@ if (check("StatefulSet execbox with its container", c)) {
     [toml.listen, c.ports]);
   const sc = c.securityContext || {};
   const caps = sc.capabilities || {};
-  check("securityContext: root, drop ALL, add exactly SETUID and SETGID, no escalation, not privileged",
+  check("securityContext: root, drop ALL, add exactly SETUID, SETGID and SETFCAP, no escalation, not privileged",
     sc.runAsUser === 0 && JSON.stringify(caps.drop) === '["ALL"]' &&
-    JSON.stringify([...(caps.add || [])].sort()) === '["SETGID","SETUID"]' &&
+    JSON.stringify([...(caps.add || [])].sort()) === '["SETFCAP","SETGID","SETUID"]' &&
     sc.allowPrivilegeEscalation === false && sc.privileged === false, sc);
   check("securityContext: seccomp and AppArmor Unconfined, read-only root, default /proc",
     sc.seccompProfile && sc.seccompProfile.type === "Unconfined" &&

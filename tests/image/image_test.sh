@@ -6,12 +6,12 @@
 # recommends (all capabilities dropped but SETUID/SETGID, no-new-privileges, read-only root),
 # a non-root user, and the clear refusal when CAP_SETUID is gone. Ends with "N passed, M failed".
 set -uo pipefail
+# shellcheck source=../lib/check.sh
+. "$(dirname "$0")/../lib/check.sh"
 build=${1:-build}
 deb=$(ls "$build"/execbox_*_amd64.deb | tail -n 1)
 version=$(basename "$deb" | sed 's/^execbox_\(.*\)_amd64\.deb$/\1/')
 image=localhost/execbox:$version
-passed=0
-failed=0
 work=$(mktemp -d /tmp/execbox-image-test.XXXXXX)
 name=execbox-image-test-$$
 podman=(podman)
@@ -28,18 +28,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-check() { # check NAME COMMAND...
-  local what=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then
-    passed=$((passed + 1))
-    echo "ok    $what"
-  else
-    failed=$((failed + 1))
-    echo "FAIL  $what"
-    sed 's/^/      /' "$work/out" | tail -n 25
-  fi
-}
 
 # field FILE EXPR: repr() of a value of the JSON result in FILE (a Python expression over r).
 field() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(repr(($2)))" "$1"; }
@@ -58,7 +46,7 @@ if ! "${podman[@]}" image exists "$image"; then
   exit 1
 fi
 
-check "execbox --version in the image" sh -c "'${run[*]}' 2>/dev/null; ${run[*]} $image --version | grep -qx 'execbox $version'"
+check "execbox --version in the image" sh -c "${run[*]} $image --version | grep -qx 'execbox $version'"
 "${run[@]}" "$image" doctor >"$work/doctor" 2>&1
 doctor_status=$?
 check "doctor: execbox can run (exit 0)" sh -c "[ $doctor_status -eq 0 ] || { cat '$work/doctor'; exit 1; }"
@@ -111,5 +99,4 @@ expect_json "as a non-root user with every capability dropped: runs" 'r["status"
 check "as root without CAP_SETUID: refused, naming what the container must allow" \
   sh -c "${run[*]} --cap-drop ALL $image run -c 'print(1)' 2>&1 | grep -q 'CAP_SETUID'"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

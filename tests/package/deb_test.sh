@@ -7,6 +7,8 @@
 # or on disk. Ends with "N passed, M failed". A package installed before the test is put back
 # to not installed; nothing of the test is left behind, also on failure.
 set -uo pipefail
+# shellcheck source=../lib/check.sh
+. "$(dirname "$0")/../lib/check.sh"
 build=${1:-build}
 deb=$(ls "$build"/execbox_*_amd64.deb 2>/dev/null | tail -n 1)
 if [ -z "$deb" ]; then
@@ -14,24 +16,10 @@ if [ -z "$deb" ]; then
   exit 1
 fi
 deb=$(realpath "$deb")
-passed=0
-failed=0
 work=$(mktemp -d /tmp/execbox-deb-test.XXXXXX)
 chmod 755 "$work"
 servers=()
 
-check() { # check NAME COMMAND...: one assertion
-  local name=$1
-  shift
-  if "$@" >"$work/out" 2>&1; then
-    passed=$((passed + 1))
-    echo "ok    $name"
-  else
-    failed=$((failed + 1))
-    echo "FAIL  $name"
-    sed 's/^/      /' "$work/out" | tail -n 20
-  fi
-}
 
 cleanup() {
   for pid in "${servers[@]}"; do kill -KILL "$pid" 2>/dev/null; done
@@ -129,5 +117,4 @@ check "purged: settings, cache, state, logs, the user and group" \
   sh -c '[ ! -e /etc/execbox ] && [ ! -e /var/cache/execbox ] && [ ! -e /var/lib/execbox ] && [ ! -e /var/log/execbox ] && ! getent passwd execbox && ! getent group execbox'
 check "dpkg knows nothing of execbox" sh -c '! dpkg-query -W -f="\${Status}" execbox 2>/dev/null | grep -q installed'
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

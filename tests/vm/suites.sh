@@ -80,6 +80,28 @@ check serve-shared-group-says-why "warm pool unavailable.*other processes share 
   serve_until_listening in_shared "${as_user[@]}" "$build/execbox" serve --listen 127.0.0.1:0
 kill "$neighbour"
 
+# In a container as Docker or Kubernetes makes one (tests/vm/container.sh: runc, cgroup filesystem
+# read-only, /proc masked, no_new_privs, default capabilities + SETUID/SETGID/SETFCAP): execbox
+# takes a writable view of the container's group (jail/container_cgroups.h), so limits are
+# cgroup v2's and the warm pool and sessions run there.
+in_container="$src/tests/vm/container.sh"
+check container-doctor 'ok +cgroups in a container|ok +cgroups: cgroup-v2|ok +warm workers|execbox can run' \
+  "$in_container" "$build" doctor -- doctor
+bomb=$'x = bytearray(400 << 20)\nx[::4096] = b"x" * len(x[::4096])'
+exit_137() { "$@"; [ $? -eq 137 ]; }  # execbox run's status for the memory limit
+check container-memory-bomb '"status": "memory_limit"|"enforced_by": "cgroup-v2"' \
+  exit_137 "$in_container" "$build" bomb -- run --json --memory 64M -c "$bomb"
+fork_bomb=$'import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(30)\n        n += 1\nexcept OSError:\n    print("refused after", n)'
+check container-fork-bomb 'refused after [0-9]|"enforced_by": "cgroup-v2\+rlimit"' \
+  "$in_container" "$build" forks -- run --json --max-processes 8 -c "$fork_bomb"
+session_cells=$'x = 41\nx + 1\nimport os\nos.listdir("/proc")\n'
+in_session() { printf '%s' "$session_cells" | "$in_container" "$build" session -- repl --json; }
+check container-warm-session '"text/plain":"42"|"engine":"session"|"cgroup":"cgroup-v2"|"text/plain":"\[\]"' in_session
+check container-turned-off '"enforced_by": "rlimit"' \
+  env EXECBOX_CONTAINER_CGROUPS=0 "$in_container" "$build" off -- run --json -c pass
+check container-without-setfcap 'warn +cgroups in a container:.*CAP_SETFCAP|ok +whole jail.*limits by rlimit' \
+  env CONTAINER_DROP=CAP_SETFCAP "$in_container" "$build" nosetfcap -- doctor
+
 # The end-to-end suites: cold jails (run, hostile, repl), the warm engine, the server as the user.
 export EXECBOX_TEST_CGROUP=cgroup-v2 EXECBOX_TEST_DELEGATE="${delegate[*]}"
 cd "$build" || exit 1
