@@ -27,10 +27,13 @@ test: build
 	@scripts/test.sh $(BUILD)
 
 # The VM stage (tests/vm, README "Pure cgroup v2"): Debian's own kernel under qemu, pure cgroup
-# v2, the cgroup, namespace and Landlock paths as root and as a user with a delegated group.
-test-v2: build
+# v2, the cgroup, namespace and Landlock paths as root and as a user with a delegated group, and
+# in Docker-shaped containers (runc); then a second boot under Debian's own systemd, where the
+# package's execbox.service runs for real.
+test-v2: deb
 	@scripts/install-vm-deps.sh
 	@tests/vm/run.sh $(BUILD)
+	@VM_GUEST=systemd-guest.sh VM_LOGS=out-service tests/vm/run.sh $(BUILD) $(CURDIR)/tests/vm/service.sh
 
 test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DEXECBOX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build

@@ -21,12 +21,15 @@ namespace {
 
 StepError Err(const char* step) noexcept { return StepError{step, errno}; }
 
-// A read-only remount inside a user namespace must keep the flags the host locked on the
-// original mount (nosuid, nodev, noexec, atime), or the kernel refuses it.
+// A remount inside a user namespace must keep the flags the host locked on the original mount
+// (read-only, nosuid, nodev, noexec, atime), or the kernel refuses it.
 unsigned long LockedFlags(const char* path) noexcept {
   struct statfs sf {};
   if (::statfs(path, &sf) != 0) return 0;
   unsigned long f = 0;
+  // A read-only source stays read-only (systemd's PrivateDevices= gives a read-only /dev; a
+  // device node on it is still written to, the mount's flag guards the directory only).
+  if (sf.f_flags & ST_RDONLY) f |= MS_RDONLY;
   if (sf.f_flags & ST_NOSUID) f |= MS_NOSUID;
   if (sf.f_flags & ST_NODEV) f |= MS_NODEV;
   if (sf.f_flags & ST_NOEXEC) f |= MS_NOEXEC;

@@ -94,7 +94,9 @@ TEST_P(Run, PlotComesBackWithKeepFiles) {
   }
   Invocation r = Code(
       "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.savefig('plot.png', dpi=50)\n",
-      {"--keep-files", dir});
+      // The most time there is: a cold start of matplotlib takes ~15 s under the VM stage's
+      // software emulation, and twice that on a busy machine.
+      {"--keep-files", dir, "--timeout", "300", "--cpu-time", "300"});
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   EXPECT_EQ(r.json["status"], "ok") << r.json.dump(2);
   std::ifstream png(dir + "/plot.png", std::ios::binary);

@@ -11,6 +11,9 @@ build=$(cd "${1:-build}" && pwd)
 # A second argument runs that script in the guest instead of tests/vm/suites.sh (for debugging:
 # it gets the same arguments, BUILD and SOURCE, and /out for its files).
 suites=$(realpath "${2:-$here/suites.sh}")
+# VM_GUEST names the guest's PID 1 in tests/vm: guest.sh (the default: mounts cgroup2 itself and
+# runs the script) or systemd-guest.sh (boots Debian's systemd, which runs the script in a unit).
+guest=$here/${VM_GUEST:-guest.sh}
 vm="$build/vm"
 mkdir -p "$vm"
 
@@ -41,7 +44,7 @@ done
 (cd "$stage" && find . | busybox cpio -o -H newc 2>/dev/null) >"$initrd"
 
 # What the guest reads (the build to test) and writes (its logs and exit status).
-out="$vm/out"
+out="$vm/${VM_LOGS:-out}"  # one per boot (VM_LOGS), so one boot's logs survive the next
 rm -rf "$out" && mkdir -p "$out"
 printf 'BUILD=%q\nSOURCE=%q\nSUITES=%q\n' "$build" "$(cd "$here/../.." && pwd)" "$suites" >"$out/config"
 
@@ -52,7 +55,7 @@ timeout --foreground 2400 qemu-system-x86_64 \
   -accel tcg,thread=multi -smp 2 -m 6144 -no-reboot -nic none \
   -display none -monitor none -serial stdio \
   -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1 execbox.guest=$here/guest.sh" \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1 execbox.guest=$guest" \
   -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" </dev/null
 qemu_status=$?
