@@ -12,8 +12,8 @@
 #include "api/http/config.h"
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
-#include "base/io.h"
 #include "base/build_info.h"
+#include "base/io.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {

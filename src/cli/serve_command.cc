@@ -27,7 +27,9 @@ const std::string kServeHelp =
     "listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
     "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
     "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
-    "Without --config, " + std::string(kDefaultConfigFile) + " is read when it exists and is readable.\n"
+    "Without --config, " +
+    std::string(kDefaultConfigFile) +
+    " is read when it exists and is readable.\n"
     "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
@@ -83,7 +85,8 @@ void ReloadKeys(const std::string& file, api::HttpApi& api, const std::vector<ap
   if (!fresh) {
     std::cerr << "execbox serve: SIGHUP: keeping the keys in force: " << fresh.error().message << std::endl;
   } else if (fresh->keys.empty() && generated.empty()) {
-    std::cerr << "execbox serve: SIGHUP: keeping the keys in force: the configuration now has no key" << std::endl;
+    std::cerr << "execbox serve: SIGHUP: keeping the keys in force: the configuration now has no key"
+              << std::endl;
   } else {
     const size_t count = fresh->keys.size();
     api.ReplaceKeys(fresh->keys.empty() ? generated : std::move(fresh->keys));
@@ -258,8 +261,9 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   serve->add_option("--config", args->config_file,
                     "TOML configuration file (see README, Configuration); without it, " +
                         std::string(kDefaultConfigFile) + " when it exists");
-  serve->add_option("--instance", args->instance,
-                    "This server's name among several behind one router (a DNS label): session ids end in it");
+  serve->add_option(
+      "--instance", args->instance,
+      "This server's name among several behind one router (a DNS label): session ids end in it");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");

@@ -24,7 +24,8 @@ void NotifyServiceManager(const std::string& state) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!fd.Valid()) return;
   const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + length);
-  (void)::sendto(fd.Get(), state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&address), size);
+  (void)::sendto(fd.Get(), state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&address),
+                 size);
 }
 
 std::string ReloadingState() {

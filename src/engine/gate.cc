@@ -47,12 +47,15 @@ const char* TransportName(Transport transport) {
 Refusal SessionNotFound(const std::string& id, const std::string& here) {
   std::string detail = "no session " + Clipped(id) + " (closed, expired, or never created)";
   if (std::string there = InstanceOfId(id); !there.empty() && there != here) {
-    detail = "no session " + Clipped(id) + " here: its id names instance '" + Clipped(there) + "', and this is " +
+    detail = "no session " + Clipped(id) + " here: its id names instance '" + Clipped(there) +
+             "', and this is " +
              (here.empty() ? std::string("a server without an instance name") : "instance '" + here + "'") +
              " (send session calls through the router, which sends each to its instance)";
   }
-  return Refusal{
-      .kind = RefusalKind::kNotFound, .type = "session-not-found", .title = "Session not found", .detail = detail};
+  return Refusal{.kind = RefusalKind::kNotFound,
+                 .type = "session-not-found",
+                 .title = "Session not found",
+                 .detail = detail};
 }
 
 Refusal SessionsUnavailable() {

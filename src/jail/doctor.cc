@@ -376,7 +376,8 @@ Check WholeJail() {
     c.ok = true;
     c.detail = "ran in " + std::to_string(out->usage.wall_ms) + " ms, limits by " + out->enforcement.memory;
     // What a container may refuse; the jail goes on without it (jail/wire.h, kWithout*).
-    if (!out->layers.proc) c.detail += "; without /proc (the kernel refused a fresh procfs: the code sees an empty /proc)";
+    if (!out->layers.proc)
+      c.detail += "; without /proc (the kernel refused a fresh procfs: the code sees an empty /proc)";
     if (!out->layers.hostname) c.detail += "; hostname unchanged (sethostname was refused)";
   }
   c.fix = "see the failing layer above";
@@ -401,8 +402,9 @@ std::vector<Check> Diagnose() {
                            .ok = c.entered,
                            .required = false,
                            .detail = c.detail,
-                           .fix = "keep CAP_SETUID, CAP_SETGID and CAP_SETFCAP and allow unshare(CLONE_NEWUSER) "
-                                  "and mount in the container (README, \"Container image\")"});
+                           .fix =
+                               "keep CAP_SETUID, CAP_SETGID and CAP_SETFCAP and allow unshare(CLONE_NEWUSER) "
+                               "and mount in the container (README, \"Container image\")"});
   }
   checks.push_back(Seccomp());
   checks.push_back(Landlock());

@@ -244,12 +244,13 @@ Expected<Launched> Launch(const Policy& policy) {
   if (auto s = WriteIdMaps(pid, policy, root); !s) {
     // A container that dropped these (docker/podman --cap-drop ALL) stops every run here.
     const bool refused = s.error().message.ends_with(std::strerror(EPERM));
-    return std::unexpected(Context(
-        root && refused ? "user namespace (as root, mapping the code to nobody needs CAP_SETUID and CAP_SETGID: "
-                          "a container must keep them, e.g. --cap-add SETUID,SETGID, or run execbox as a "
-                          "non-root user)"
-                        : "user namespace",
-        s.error()));
+    return std::unexpected(
+        Context(root && refused
+                    ? "user namespace (as root, mapping the code to nobody needs CAP_SETUID and CAP_SETGID: "
+                      "a container must keep them, e.g. --cap-add SETUID,SETGID, or run execbox as a "
+                      "non-root user)"
+                    : "user namespace",
+                s.error()));
   }
   if (l.cgroup && !born_in_group) {
     if (auto s = l.cgroup->AddProcess(pid); !s) return std::unexpected(Context("cgroup", s.error()));

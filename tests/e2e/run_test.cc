@@ -239,11 +239,11 @@ TEST_P(Run, InAContainerThatMasksProcAndRefusesSethostname) {
                                GetParam(), "", {}, wrapper);
   ASSERT_TRUE(over.json.is_object()) << over.out << over.err;
   EXPECT_EQ(over.json["status"], "memory_limit") << over.json.dump(2);
-  Invocation fork_bomb = RunExecbox(
-      {"run", "--json", "--max-processes", "8", "-c",
-       "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            import time; time.sleep(30)\n"
-       "        n += 1\nexcept OSError:\n    print('refused after', n)\n"},
-      GetParam(), "", {}, wrapper);
+  Invocation fork_bomb = RunExecbox({"run", "--json", "--max-processes", "8", "-c",
+                                     "import os\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n  "
+                                     "          import time; time.sleep(30)\n"
+                                     "        n += 1\nexcept OSError:\n    print('refused after', n)\n"},
+                                    GetParam(), "", {}, wrapper);
   ASSERT_TRUE(fork_bomb.json.is_object()) << fork_bomb.out << fork_bomb.err;
   EXPECT_NE(fork_bomb.json["stdout"].get<std::string>().find("refused after"), std::string::npos)
       << fork_bomb.json.dump(2);

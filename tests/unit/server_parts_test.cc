@@ -409,7 +409,8 @@ TEST(Config, InstanceIsADnsLabel) {
               std::string::npos)
         << bad << ": " << LoadError(std::string("instance = \"") + bad + "\"\n");
   }
-  EXPECT_NE(LoadError("instance = \"" + std::string(64, 'a') + "\"\n").find("1-63 of a-z"), std::string::npos);
+  EXPECT_NE(LoadError("instance = \"" + std::string(64, 'a') + "\"\n").find("1-63 of a-z"),
+            std::string::npos);
 }
 
 TEST(Config, BadSha256IsRejected) {

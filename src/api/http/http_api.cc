@@ -28,8 +28,9 @@ HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string ver
       openapi_(OpenApiDocument(gate.limits())),
       auth_(std::make_shared<const Authenticator>(config.keys)),
       metrics_(metrics) {
-  mcp_ =
-      std::make_unique<McpHttp>(gate_, version_, McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
+  mcp_ = std::make_unique<McpHttp>(
+      gate_, version_,
+      McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
   monitor_ = std::thread([this] { Monitor(); });
 }
 

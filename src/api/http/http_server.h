@@ -12,7 +12,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-
 #include <utility>
 #include <vector>
 
