@@ -147,7 +147,8 @@ Failure Enter(const Maps& maps, bool probe) noexcept {
   ::close(ready[1]);
   int status = 0;
   ::waitpid(helper, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {kMapIds, WIFEXITED(status) ? WEXITSTATUS(status) : 0};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return {kMapIds, WIFEXITED(status) ? WEXITSTATUS(status) : 0};
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return {kMountPrivate, errno};
   // The kernel refuses a mount of the same filesystem and root right on top of itself (EBUSY),
   // and the container's read-only mount cannot be taken away (it is locked in this namespace):
@@ -174,8 +175,10 @@ ContainerCgroups Take() {
   // First in a throwaway child: entering a user namespace cannot be undone, and a process left
   // in one whose ids are not mapped could not run a jail at all.
   int report[2];
-  if (::pipe2(report, O_CLOEXEC) != 0) return {.entered = false, .detail = "pipe: " + std::string(std::strerror(errno))};
+  if (::pipe2(report, O_CLOEXEC) != 0)
+    return {.entered = false, .detail = "pipe: " + std::string(std::strerror(errno))};
   const pid_t probe = ::fork();
+  const int fork_error = errno;
   if (probe == 0) {
     ::close(report[0]);
     Failure f = Enter(maps, true);
@@ -183,22 +186,25 @@ ContainerCgroups Take() {
     ::_exit(0);
   }
   ::close(report[1]);
-  Failure tried{kForkHelper, errno};
+  Failure tried{kForkHelper, fork_error};
   if (probe > 0) {
-    if (::read(report[0], &tried, sizeof tried) != static_cast<ssize_t>(sizeof tried)) tried = {kForkHelper, EPIPE};
+    if (::read(report[0], &tried, sizeof tried) != static_cast<ssize_t>(sizeof tried))
+      tried = {kForkHelper, EPIPE};
     ::waitpid(probe, nullptr, 0);
   }
   ::close(report[0]);
   Failure f = tried.step == kNone ? Enter(maps, false) : tried;
   if (f.step != kNone) {
-    return {.entered = false,
-            .detail = std::string("the container's cgroup filesystem is read-only, and taking a writable view "
-                                  "of it failed at '") +
-                      StepName(f.step) + "': " + std::strerror(f.err) + StepFix(f.step)};
+    return {
+        .entered = false,
+        .detail = std::string("the container's cgroup filesystem is read-only, and taking a writable view "
+                              "of it failed at '") +
+                  StepName(f.step) + "': " + std::strerror(f.err) + StepFix(f.step)};
   }
   return {.entered = true,
-          .detail = "the container's group, through a writable cgroup2 mounted in execbox's own user, mount and "
-                    "cgroup namespaces"};
+          .detail =
+              "the container's group, through a writable cgroup2 mounted in execbox's own user, mount and "
+              "cgroup namespaces"};
 }
 
 }  // namespace

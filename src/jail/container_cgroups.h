@@ -8,7 +8,8 @@
 // So, in exactly that situation (root in the container, /sys/fs/cgroup a read-only cgroup2
 // mount), execbox moves itself at start-up into a user, mount and cgroup namespace of its own:
 // the user namespace maps every id the container has to itself (a helper process still in the
-// container writes the map, with the container's CAP_SETUID and CAP_SETGID), so files, keys and
+// container writes the map, with the container's CAP_SETUID, CAP_SETGID and CAP_SETFCAP, which
+// the kernel asks for when the container's root is mapped), so files, keys and
 // the jail's own id maps are unchanged; in its own mount namespace execbox mounts a fresh,
 // writable cgroup2 over /sys/fs/cgroup, rooted at the container's group. From there the cgroup
 // code works as on a host where a group was delegated (cgroup_v2.cc): execbox moves itself into
