@@ -36,9 +36,10 @@ p["noNewPrivileges"] = True
 p["rlimits"] = [{"type": "RLIMIT_NOFILE", "hard": 65536, "soft": 65536}]
 c["root"]["readonly"] = True
 bind = lambda path: {"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]}
-c["mounts"] += [bind("/usr"), bind("/etc"), bind(build),
-                {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev"]},
-                {"destination": "/var/cache/execbox", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev"]}]
+# /tmp before the build tree: a tree under /tmp (a CI clone) must not be hidden by the tmpfs.
+c["mounts"] += [{"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev"]},
+                {"destination": "/var/cache/execbox", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev"]},
+                bind("/usr"), bind("/etc"), bind(build)]
 # Read-only, as runtimes mount it for an unprivileged container.
 assert any(m["destination"] == "/sys/fs/cgroup" and "ro" in m["options"] for m in c["mounts"]), c["mounts"]
 if not any(n["type"] == "cgroup" for n in c["linux"]["namespaces"]):

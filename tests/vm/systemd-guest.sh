@@ -15,6 +15,9 @@ mkdir -p /out && mount -t 9p -o trans=virtio,version=9p2000.L out /out
 # This build machine's image forbids packages to start services (Docker's policy-rc.d, exit
 # 101); an installed Debian host has no such file, and the package's postinst starts its unit.
 rm -f /usr/sbin/policy-rc.d
+# /tmp stays as it is: the tree under test may live there (a CI clone), and Debian's tmpfiles.d
+# rule "D /tmp" empties it at boot (in the overlay only, but the guest would lose the tree).
+mkdir -p /etc/tmpfiles.d && : >/etc/tmpfiles.d/tmp.conf
 cat >/etc/systemd/system/execbox-vm-test.service <<UNIT
 [Unit]
 Description=execbox's service test (tests/vm/service.sh)
