@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/cluster/run.sh BUILD_DIR: three `execbox serve --instance a|b|c` behind Debian's nginx
+# tests/cluster/run.sh BUILD_DIR: three `execbox serve --instance execbox-0|1|2` behind Debian's nginx
 # with deploy/nginx's routing, all on loopback (README, "Several instances behind nginx"); the
 # checks are in cluster_test.py. As root (warm pools). Ends with `N passed, M failed`.
 set -uo pipefail

@@ -3,7 +3,7 @@
 # default security (no --privileged, default seccomp profile, masked /proc, no cgroup access):
 # --version, doctor, executions (a value, a plot, files), the limits (a memory bomb, a fork bomb,
 # a timeout), the server over HTTP and its graceful stop, the hardened settings the README
-# recommends (all capabilities dropped but SETUID/SETGID, no-new-privileges, read-only root),
+# recommends (all capabilities dropped but SETUID/SETGID/SETFCAP, no-new-privileges, read-only root),
 # a non-root user, and the clear refusal when CAP_SETUID is gone. Ends with "N passed, M failed".
 set -uo pipefail
 # shellcheck source=../lib/check.sh
@@ -89,8 +89,8 @@ check "the server refuses every address without a key, saying so" \
   sh -c "${run[*]} $image 2>&1 | grep -q 'refusing to listen on 0.0.0.0 without an API key'"
 
 # The settings README recommends, and a non-root user.
-hardened=(--cap-drop ALL --cap-add SETUID,SETGID --security-opt no-new-privileges --read-only --tmpfs /tmp)
-expect_json "hardened (caps dropped but SETUID/SETGID, no-new-privileges, read-only root): runs" \
+hardened=(--cap-drop ALL --cap-add SETUID,SETGID,SETFCAP --security-opt no-new-privileges --read-only --tmpfs /tmp)
+expect_json "hardened (caps dropped but SETUID/SETGID/SETFCAP, no-new-privileges, read-only root): runs" \
   'r["status"], r["stdout"]' "('ok', '1\\n')" "${hardened[@]}" "$image" run --json -c 'print(1)'
 expect_json "hardened: the memory limit holds" 'r["status"]' "'memory_limit'" "${hardened[@]}" "$image" run --json \
   --memory 64M -c $'x = bytearray(1 << 30)\nx[::4096] = b"x" * len(x[::4096])'
