@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -300,6 +301,12 @@ class Server:
             self._drain.join(timeout=10)
         if self.proc.stderr and not self._drain.is_alive():
             self.proc.stderr.close()
+        # A 500 says only "incident ID"; the details are in the server's log. Shown with the
+        # test's output (ctest prints it when a test fails).
+        incidents = [line for line in self.lines if line and "incident" in line]
+        if incidents:
+            print(f"{self.name}: incidents in the server's log:\n  " + "\n  ".join(incidents[-20:]),
+                  file=sys.stderr)
         shutil.rmtree(self.tmp, ignore_errors=True)
         return self.returncode
 
