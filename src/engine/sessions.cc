@@ -33,7 +33,7 @@ SessionFailure Internal(std::string message) { return {SessionError::kInternal, 
 SessionFailure Invalid(std::string message) { return {SessionError::kInvalid, std::move(message)}; }
 SessionFailure Refused(std::string message) { return {SessionError::kRefused, std::move(message)}; }
 
-// "./a//b" -> "a/b": the plain form the keeper takes, or why the path cannot be one.
+// "./a//b" -> "a/b": the plain form the zygote takes, or why the path cannot be one.
 Expected<std::string> PlainPath(const std::string& path) {
   if (!path.empty() && path.front() == '/') return Fail("file path '" + path + "' is absolute");
   std::string plain;

@@ -57,7 +57,7 @@ enum class SessionError {
   kNotFound,      // no such session for this owner
   kFull,          // max_sessions reached
   kInvalid,       // a file path that cannot be one (absolute, "..", a control character)
-  kRefused,       // the keeper refused a file (a symlink or a file where a directory must be)
+  kRefused,       // the zygote refused a file (a symlink or a file where a directory must be)
   kUnsupported,   // fork: not possible for a process (see Fork)
   kInternal,      // the sandbox failed; the message is for the server's log, not the client
   kFileNotFound,  // ReadFile: missing, not a regular file, or a symbolic link on the path
@@ -96,7 +96,7 @@ class Sessions {
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).
-  // The session's keeper does the work inside the session's own mount namespace: nothing the
+  // The zygote does the work, beneath the work dir it holds by descriptor: nothing the
   // code planted is followed or opened (a symbolic link at any component, a FIFO, a device),
   // and nothing outside the work dir is reached. `path` is relative to the work dir ("./" and
   // repeated slashes are tolerated; "..", an absolute path or a control character is kInvalid).

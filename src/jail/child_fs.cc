@@ -516,11 +516,19 @@ StepError ReceiveInputs(const ChildPlan& plan) noexcept {
 void SendOutputs(const ChildPlan& plan) noexcept { SendOutputsFiltered(plan, nullptr); }
 
 void SendOutputsFiltered(const ChildPlan& plan, const FileFilter* filter) noexcept {
-  int workfd = ::open(plan.work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int workfd = ::open(plan.work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (workfd < 0) return;
-  Walk w{.plan = plan, .filter = filter};
-  WalkDir(w, workfd, 0, 0);
+  SendOutputsBeneath(plan, workfd, filter);
   ::close(workfd);
+}
+
+void SendOutputsBeneath(const ChildPlan& plan, int workfd, const FileFilter* filter) noexcept {
+  // A descriptor of its own: the walk reads the directory from its start.
+  int dirfd = ::openat(workfd, ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dirfd < 0) return;
+  Walk w{.plan = plan, .filter = filter};
+  WalkDir(w, dirfd, 0, 0);
+  ::close(dirfd);
 }
 
 }  // namespace execbox::jail

@@ -40,8 +40,11 @@ struct FileFilter {
   bool (*wanted)(void* context, const char* path, const struct stat& st);
 };
 void SendOutputsFiltered(const ChildPlan& plan, const FileFilter* filter) noexcept;
+// The same, beneath `workfd` (the work dir, held by descriptor; plan.work_dir is not used):
+// for the zygote, which holds each child's work dir from outside its mount namespace.
+void SendOutputsBeneath(const ChildPlan& plan, int workfd, const FileFilter* filter) noexcept;
 
-// A session's files between executions: the keeper's side of kReadFile and kWriteFile. `workfd`
+// A session's files between executions: the zygote's side of kReadFile and kWriteFile. `workfd`
 // is the work dir; `path` a plain relative path (PlainRelativePath). Neither call follows a
 // symbolic link at any component, leaves the work dir or crosses a mount, opens anything but a
 // regular file or a directory, or blocks on what the code planted (a FIFO, a lease). The code's

@@ -104,29 +104,18 @@ bool Dying(int dir, pid_t tid) {
 
 void UseDoneCheckFallbackForTesting(bool on) { g_fallback_for_testing = on; }
 
-Expected<CodeProcess> CodeProcess::Open(pid_t keeper, ino_t channel_ino) {
-  std::string k = std::to_string(keeper);
-  auto children = ReadFile("/proc/" + k + "/task/" + k + "/children", 4096);
-  if (!children)
-    return std::unexpected(Context("the code's process (its keeper's children)", children.error()));
-  char* end = nullptr;
-  long pid = std::strtol(children->c_str(), &end, 10);
-  if (pid <= 0 || end == nullptr || (*end != ' ' && *end != '\0') || (*end == ' ' && end[1] != '\0')) {
-    return Fail("the code's process: its keeper has not exactly one child (" + *children + ")");
-  }
+Expected<CodeProcess> CodeProcess::Open(pid_t pid, int pidfd, ino_t channel_ino) {
   CodeProcess p;
   p.channel_ino_ = channel_ino;
   std::string dir = "/proc/" + std::to_string(pid);
   p.dir_.Reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!p.dir_.Valid()) return FailErrno("open " + dir);
-  // The pid read above could have been reused before the open: the parent must be the keeper.
-  char buf[2048];
-  ssize_t n = ReadAt(p.dir_.Get(), "stat", buf, sizeof buf);
-  const char* ppid = n > 0 && AfterComm(buf) != nullptr ? StatField(AfterComm(buf), 1) : nullptr;
-  if (ppid == nullptr || std::strtol(ppid, nullptr, 10) != keeper) {
-    return Fail("the code's process: " + dir + " is not the keeper's child");
+  // The pid could have been reused before the open: the process the pidfd names (taken when
+  // the pid was fresh) must still be alive, so /proc/<pid> is still it.
+  if (::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) {
+    return Fail("the code's process ended during its setup");
   }
-  p.pid_ = static_cast<pid_t>(pid);
+  p.pid_ = pid;
   return p;
 }
 

@@ -27,9 +27,9 @@ enum class DoneCheck {
 class CodeProcess {
  public:
   CodeProcess() = default;
-  // The keeper's only child. `channel_ino` is the inode of the child's end of the channel
-  // socket, which the code's process holds as fd 3.
-  static Expected<CodeProcess> Open(pid_t keeper, ino_t channel_ino);
+  // The process `pid` (host pid namespace) that `pidfd` refers to. `channel_ino` is the inode
+  // of the child's end of the channel socket, which the code's process holds as fd 3.
+  static Expected<CodeProcess> Open(pid_t pid, int pidfd, ino_t channel_ino);
 
   // One look, without waiting. `session`: the agent parks on its channel instead of exiting.
   DoneCheck Check(bool session);

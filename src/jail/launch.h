@@ -81,7 +81,7 @@ class Watch {
   Clock::time_point ended_at() const { return ended_at_; }
   bool setup_failed() const { return setup_failed_; }
   bool report_done() const { return report_done_; }
-  // After a session execution: asks the keeper for the files changed since its last
+  // After a session execution: asks the zygote for the files changed since its last
   // collection and reads them (and nothing else) until it says kCollected.
   void Collect();
 

@@ -1,35 +1,46 @@
-// The zygote's side of warm children. Unlike the cold jail's init this code runs in a forked
-// copy of a single-threaded worker (fork(), not raw clone), so it may allocate.
+// The zygote's side of warm children: one loop that forks each child into a pid namespace of
+// its own, reaps it, and answers the host for it (stop, exit status, files). A child is one
+// process: no keeper per child, so a child costs one copy of the zygote's page tables and one
+// exit, not two.
+//
+// The zygote's memory is inherited by every child it forks afterwards, and the code runs in
+// those children. So what the zygote learns about one child's files never lands where a later
+// child could read it: file names are kept in memory the kernel wipes in a fork
+// (MADV_WIPEONFORK), and the stack a file operation used is cleared after it.
 #include "jail/warm_child.h"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
-#include <sys/mount.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <memory_resource>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "jail/child_fs.h"
 #include "jail/child_plan.h"
-#include "jail/lockdown.h"
+#include "jail/warm_child_setup.h"
 #include "jail/wire.h"
 
 namespace execbox::jail {
 namespace {
-
-constexpr int kChannelFd = 3;
 
 void Send(int control, wire::Kind kind, int64_t a = 0, int64_t b = 0, int64_t c = 0,
           const char* text = nullptr) noexcept {
@@ -38,74 +49,40 @@ void Send(int control, wire::Kind kind, int64_t a = 0, int64_t b = 0, int64_t c 
   (void)wire::WriteExact(control, &h, sizeof h);
 }
 
-[[noreturn]] void KeeperFail(int control, const char* step) noexcept {
-  Send(control, wire::Kind::kSetupFailed, errno, 0, 0, step);
-  ::_exit(1);
-}
-
-// In the code's process a failure goes on the channel: 'F', then the step and the errno.
-[[noreturn]] void CodeFail(int channel, const char* step) noexcept {
-  char text[256];
-  int n = std::snprintf(text, sizeof text, "F%s: %s", step, std::strerror(errno));
-  if (n > 0) (void)wire::WriteExact(channel, text, static_cast<size_t>(std::min(n, 255)));
-  ::_exit(127);
-}
-
-// Owned by the caller's ids (the one mapped id, 1000): id 0 does not exist in this namespace.
-int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* mode) noexcept {
-  char options[160];
-  std::snprintf(options, sizeof options, "size=%llu,nr_inodes=%llu,mode=%s",
-                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(inodes), mode);
-  return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
-}
-
-// The code's process: pid 1 of its own pid namespace, locked down before it waits for code.
-[[noreturn]] void RunCodeProcess(const WarmChildSpec& spec, int channel, const ZygoteSetup& setup) noexcept {
-  // Refused only where the zygote's own jail was refused one too (its layers say so).
-  if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
-  ResetSignals();
-  // What python3 itself does at start-up: broken pipes and file-size overruns become OSErrors.
-  ::signal(SIGPIPE, SIG_IGN);
-  ::signal(SIGXFSZ, SIG_IGN);
-  if (::setsid() < 0) CodeFail(channel, "setsid");
-
-  int high = ::fcntl(channel, F_DUPFD, 64);
-  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (high < 0 || null < 0) CodeFail(channel, "open /dev/null");
-  for (int fd = 0; fd < 3; ++fd) {
-    if (::dup2(null, fd) < 0) CodeFail(channel, "place descriptors");
+// Pages that a forked child gets zeroed: what one child's files leave in the zygote is gone in
+// every later child.
+class WipedOnFork final : public std::pmr::memory_resource {
+  static size_t Pages(size_t bytes) { return (bytes + 4095) & ~size_t{4095}; }
+  void* do_allocate(size_t bytes, size_t) override {
+    void* p = ::mmap(nullptr, Pages(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    if (::madvise(p, Pages(bytes), MADV_WIPEONFORK) != 0) {
+      ::munmap(p, Pages(bytes));
+      throw std::bad_alloc();
+    }
+    return p;
   }
-  if (::dup2(high, kChannelFd) < 0) CodeFail(channel, "place the channel");
-  channel = kChannelFd;
-  ::close_range(kChannelFd + 1, ~0U, 0);
+  void do_deallocate(void* p, size_t bytes, size_t) override { ::munmap(p, Pages(bytes)); }
+  bool do_is_equal(const std::pmr::memory_resource& o) const noexcept override { return this == &o; }
+};
+WipedOnFork g_wiped;
 
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) CodeFail(channel, "PR_SET_PDEATHSIG");
-  const rlim_t memlock = 64 << 10;
-  const struct {
-    int resource;
-    rlim_t value;
-  } limits[] = {
-      {RLIMIT_FSIZE, spec.work_dir_bytes},
-      {RLIMIT_NOFILE, spec.open_files},
-      {RLIMIT_CORE, 0},
-      {RLIMIT_MSGQUEUE, 0},
-      {RLIMIT_MEMLOCK, memlock},
-  };
-  for (const auto& l : limits) {
-    struct rlimit rl {
-      .rlim_cur = l.value, .rlim_max = l.value
-    };
-    if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &rl) != 0) CodeFail(channel, "setrlimit");
+// The stack below the caller, cleared: a file operation's buffers (names, contents) stay there
+// otherwise, and the next fork copies them. Larger than any file operation's frames. The whole
+// pages inside are dropped (the next touch gets zeroes) rather than written: after a fork every
+// page of the zygote is copy-on-write, so writing 512 KiB would copy 128 pages each time.
+[[gnu::noinline]] void ClearStackBelow() {
+  constexpr uintptr_t kPage = 4096;
+  alignas(kPage) char stack[512 << 10];
+  asm volatile("" : : "r"(stack) : "memory");
+  auto begin = reinterpret_cast<uintptr_t>(stack);
+  uintptr_t first = (begin + kPage - 1) & ~(kPage - 1), last = (begin + sizeof stack) & ~(kPage - 1);
+  if (last <= first || ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) {
+    first = last = begin;  // not dropped: written over below
   }
-  ::umask(022);
-  if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
-
-  if (const char* step = LockDown(setup.landlock, *setup.seccomp)) CodeFail(channel, step);
-  // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
-  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-  if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, spec.session != 0);
-  ::_exit(70);
+  ::explicit_bzero(stack, first - begin);
+  ::explicit_bzero(reinterpret_cast<char*>(last), begin + sizeof stack - last);
+  asm volatile("" : : "r"(stack) : "memory");
 }
 
 // What a session's work dir looked like at the last collection: a file goes back when it is
@@ -122,141 +99,142 @@ struct FileStamp {
   }
 };
 
-struct ChangedFiles {
-  std::map<std::string, FileStamp> last, now;
+class ChangedFiles {
+ public:
+  ChangedFiles() : pool_(&g_wiped), last_(&pool_), now_(&pool_) {}
 
-  static bool Wanted(void* context, const char* path, const struct stat& st) {
-    auto* self = static_cast<ChangedFiles*>(context);
-    FileStamp stamp{st.st_ino, st.st_mtim, st.st_ctim, st.st_size};
-    if (self->now.size() < (1u << 16)) self->now[path] = stamp;
-    auto it = self->last.find(path);
-    return it == self->last.end() || !(it->second == stamp);
-  }
-  void Collect(const ChildPlan& plan) {
-    now.clear();
+  void Collect(const ChildPlan& plan, int workfd) {
+    now_.clear();
     FileFilter filter{this, &ChangedFiles::Wanted};
-    SendOutputsFiltered(plan, &filter);
-    last.swap(now);
+    SendOutputsBeneath(plan, workfd, &filter);
+    last_.swap(now_);
+    now_.clear();
   }
   // A file the host put in place between executions: not the code's doing, so it goes back
   // only once the code changes it.
-  void Uploaded(const char* path, const struct stat& st) {
-    if (last.size() < (1u << 16)) last[path] = FileStamp{st.st_ino, st.st_mtim, st.st_ctim, st.st_size};
+  void Uploaded(const char* path, const struct stat& st) { Note(last_, path, st); }
+
+ private:
+  using Stamps = std::pmr::map<std::pmr::string, FileStamp, std::less<>>;
+  static void Note(Stamps& stamps, const char* path, const struct stat& st) {
+    if (stamps.size() >= (1u << 16)) return;
+    FileStamp stamp{st.st_ino, st.st_mtim, st.st_ctim, st.st_size};
+    // Built in place, in the wiped pool: no temporary copy of the name on the heap.
+    auto [it, added] =
+        stamps.emplace(std::piecewise_construct, std::forward_as_tuple(path), std::forward_as_tuple(stamp));
+    if (!added) it->second = stamp;
+  }
+  static bool Wanted(void* context, const char* path, const struct stat& st) {
+    auto* self = static_cast<ChangedFiles*>(context);
+    Note(self->now_, path, st);
+    auto it = self->last_.find(std::string_view(path));
+    return it == self->last_.end() ||
+           !(it->second == FileStamp{st.st_ino, st.st_mtim, st.st_ctim, st.st_size});
+  }
+  std::pmr::unsynchronized_pool_resource pool_;
+  Stamps last_, now_;
+};
+
+// One child, as the zygote keeps it from its fork to its reaping.
+struct Child {
+  WarmChildSpec spec{};
+  int control = -1;  // to the host; -1 once it went away or failed
+  int link = -1;     // from the child until it hands over its work dir
+  int workfd = -1;   // the child's work dir (its tmpfs, held from outside its namespace)
+  std::unique_ptr<ChangedFiles> changed;
+  bool collected = false;  // the host took the files with kCollect: none go again at the end
+  ChildPlan Plan() const {
+    ChildPlan plan;
+    plan.control = control;
+    plan.max_files = spec.max_files;
+    plan.max_file_bytes = spec.max_file_bytes;
+    return plan;
   }
 };
 
+void CloseAll(Child& c) {
+  for (int* fd : {&c.control, &c.link, &c.workfd}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+}
+
 // One kReadFile or kWriteFile from the host, between a session's executions. False when the
 // request itself is malformed or the host went away mid-request: the stream is no longer framed.
-bool ServeFile(int control, int workfd, const wire::Header& h, ChangedFiles& changed) {
+bool ServeFile(Child& c, const wire::Header& h) {
   char path[4096];
   if (h.a <= 0 || h.a >= static_cast<int64_t>(sizeof path) || h.b < 0) return false;
-  if (!wire::ReadExact(control, path, static_cast<size_t>(h.a))) return false;
+  if (!wire::ReadExact(c.control, path, static_cast<size_t>(h.a))) return false;
   path[h.a] = '\0';
   if (std::strlen(path) != static_cast<size_t>(h.a)) path[0] = '\0';  // a NUL inside: refused below
   if (h.kind == wire::Kind::kReadFile) {
-    SendOneFile(control, workfd, path, static_cast<uint64_t>(h.b));
+    SendOneFile(c.control, c.workfd, path, static_cast<uint64_t>(h.b));
     return true;
   }
   struct stat st {};
-  Received r = ReceiveOneFile(control, workfd, path, h.b, &st);
-  if (r == Received::kWritten) changed.Uploaded(path, st);
+  Received r = ReceiveOneFile(c.control, c.workfd, path, h.b, &st);
+  if (r == Received::kWritten) c.changed->Uploaded(path, st);
   return r != Received::kBrokenOff;
 }
 
-// Waits for the code's process; stops it when told; sends files back.
-[[noreturn]] void Keep(const WarmChildSpec& spec, int control, pid_t code, int sigfd,
-                       const ZygoteSetup& setup) {
-  ChildPlan plan;
-  plan.control = control;
-  plan.work_dir = setup.work_dir;
-  plan.max_files = spec.max_files;
-  plan.max_file_bytes = spec.max_file_bytes;
-  struct pollfd fds[2] = {{.fd = control, .events = POLLIN, .revents = 0},
-                          {.fd = sigfd, .events = POLLIN, .revents = 0}};
-  bool control_open = true;
-  ChangedFiles changed;
-  // The work dir as this keeper mounted it (the code cannot unmount or replace it): session
-  // files are read and written beneath it by descriptor.
-  int workfd = ::open(setup.work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  ::umask(022);
-  ::signal(SIGXFSZ, SIG_IGN);  // a file past a size limit is an error to report, not a death
-  for (;;) {
-    if (::poll(fds, control_open ? 2 : 1, -1) < 0 && errno != EINTR) ::_exit(1);
-    if (control_open && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
-      wire::Header h{};
-      if (!wire::ReadExact(control, &h, sizeof h)) {
-        control_open = false;  // the host is gone: the tree goes too
-        fds[0] = fds[1];
-        ::kill(code, SIGKILL);
-      } else if (h.kind == wire::Kind::kStop) {
-        ::kill(code, SIGKILL);
-      } else if (h.kind == wire::Kind::kCollect) {
-        changed.Collect(plan);
-        Send(control, wire::Kind::kCollected);
-      } else if (h.kind == wire::Kind::kReadFile || h.kind == wire::Kind::kWriteFile) {
-        if (!ServeFile(control, workfd, h, changed)) {
-          ::kill(code, SIGKILL);  // fail closed: the host sees the keeper end
-          ::_exit(1);
-        }
-      }
-      continue;
-    }
-    struct signalfd_siginfo si;
-    (void)::read(sigfd, &si, sizeof si);
-    int status = 0;
-    pid_t p = ::waitpid(code, &status, WNOHANG | __WALL);
-    if (p != code) continue;
-    // The code's process was pid 1 of its namespace: the kernel has killed and reaped the rest.
-    struct rusage all {};
-    ::getrusage(RUSAGE_CHILDREN, &all);
-    int64_t cpu_us =
-        (all.ru_utime.tv_sec + all.ru_stime.tv_sec) * 1000000LL + all.ru_utime.tv_usec + all.ru_stime.tv_usec;
-    Send(control, wire::Kind::kExited, status, cpu_us, all.ru_maxrss);
-    if (spec.session == 0 && spec.collect != 0) SendOutputs(plan);
-    Send(control, wire::Kind::kDone);
-    ::_exit(0);
+// A message from the host about child `pid`, once it has set itself up.
+void ServeHost(pid_t pid, Child& c) {
+  wire::Header h{};
+  bool ok = wire::ReadExact(c.control, &h, sizeof h);
+  if (ok && h.kind == wire::Kind::kStop) {
+    ::kill(pid, SIGKILL);  // pid 1 of its namespace: the kernel kills the rest
+  } else if (ok && h.kind == wire::Kind::kCollect) {
+    c.changed->Collect(c.Plan(), c.workfd);
+    c.collected = true;
+    Send(c.control, wire::Kind::kCollected);
+  } else if (ok && (h.kind == wire::Kind::kReadFile || h.kind == wire::Kind::kWriteFile)) {
+    ok = ServeFile(c, h);
+  } else if (ok) {
+    ok = false;  // nothing else is the host's to send now
+  }
+  if (!ok) {  // the host is gone, or the stream is no longer framed: the tree goes (fail closed)
+    ::kill(pid, SIGKILL);
+    ::close(c.control);
+    c.control = -1;
   }
 }
 
-[[noreturn]] void RunKeeper(const WarmChildSpec& spec, int control, int channel, const ZygoteSetup& setup) {
-  ::signal(SIGCHLD, SIG_DFL);
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) KeeperFail(control, "PR_SET_PDEATHSIG");
-  // The host reads this process's pid from the message's credentials and moves it into the
-  // child's own cgroup before anything else happens.
-  Send(control, wire::Kind::kHello);
-  wire::Header go{};
-  if (!wire::ReadExact(control, &go, sizeof go) || go.kind != wire::Kind::kGo) ::_exit(1);
-
-  constexpr int kFlags =
-      CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
-  if (::unshare(kFlags) != 0) KeeperFail(control, "unshare mount, pid, net, ipc, uts, cgroup namespaces");
-  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    KeeperFail(control, "make / private");
-  if (MountTmpfs(setup.work_dir, spec.work_dir_bytes, spec.inodes, "0700") != 0)
-    KeeperFail(control, "mount the work dir");
-  if (MountTmpfs("/tmp", spec.tmp_bytes, spec.inodes, "1777") != 0) KeeperFail(control, "mount /tmp");
-  if (MountTmpfs("/dev/shm", spec.shm_bytes, 1024, "1777") != 0) KeeperFail(control, "mount /dev/shm");
-  if (::chdir(setup.work_dir) != 0) KeeperFail(control, "chdir to the work dir");
-  (void)::sethostname("sandbox", 7);
-
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC);
-  if (sigfd < 0) KeeperFail(control, "signalfd");
-
-  if (setup.before_fork != nullptr) setup.before_fork();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (setup.after_fork_child != nullptr) setup.after_fork_child();
-    ::close(control);
-    RunCodeProcess(spec, channel, setup);
+// The child's work dir, handed over once it is mounted: from now on the host's messages on
+// control are the zygote's to answer.
+void ReceiveWorkDir(Child& c) {
+  char cbuf[CMSG_SPACE(sizeof(int))];
+  char byte = 0;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(c.link, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  struct cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  if (n == 1 && cm != nullptr && cm->cmsg_type == SCM_RIGHTS && cm->cmsg_len == CMSG_LEN(sizeof(int))) {
+    std::memcpy(&c.workfd, CMSG_DATA(cm), sizeof(int));
+    c.changed = std::make_unique<ChangedFiles>();
   }
-  if (setup.after_fork_parent != nullptr) setup.after_fork_parent();
-  if (pid < 0) KeeperFail(control, "fork the code's process");
-  ::close(channel);
-  Keep(spec, control, pid, sigfd, setup);
+  // Handed over, or the child failed before (it said why to the host): either way, done.
+  ::close(c.link);
+  c.link = -1;
+}
+
+// The child ended: the host hears how, then (a one-shot) its files.
+void Finish(Child& c, int status, const struct rusage& ru) {
+  if (c.control >= 0) {
+    // The child was pid 1 of its namespace: the kernel killed and reaped the rest, and its
+    // usage includes them.
+    int64_t cpu_us =
+        (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000LL + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    Send(c.control, wire::Kind::kExited, status, cpu_us, ru.ru_maxrss);
+    if (c.spec.session == 0 && c.spec.collect != 0 && c.workfd >= 0 && !c.collected)
+      SendOutputsBeneath(c.Plan(), c.workfd, nullptr);
+    Send(c.control, wire::Kind::kDone);
+  }
+  CloseAll(c);
 }
 
 // Receives one command: the spec and exactly two descriptors. False on EOF or a broken socket.
@@ -292,37 +270,149 @@ bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& chan
   return true;
 }
 
-}  // namespace
+class Zygote {
+ public:
+  Zygote(int command_fd, int self_pidfd, int sigfd, const ZygoteSetup& setup)
+      : command_fd_(command_fd), self_pidfd_(self_pidfd), sigfd_(sigfd), setup_(setup) {}
 
-void ServeZygote(int command_fd, const ZygoteReady& ready, const ZygoteSetup& setup) {
-  ::signal(SIGCHLD, SIG_IGN);  // keepers are reaped by the kernel
-  ::signal(SIGPIPE, SIG_IGN);
-  // Not dumpable: nothing in the jail may ptrace the zygote or read its memory through /proc.
-  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-  if (::send(command_fd, &ready, sizeof ready, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof ready))
-    ::_exit(1);
-  if (ready.ok == 0) ::_exit(1);
-  for (;;) {
+  [[noreturn]] void Serve() {
+    std::vector<struct pollfd> fds;
+    std::vector<pid_t> owners;
+    for (;;) {
+      fds.assign({{.fd = command_fd_, .events = POLLIN, .revents = 0},
+                  {.fd = sigfd_, .events = POLLIN, .revents = 0}});
+      owners.assign(2, 0);
+      for (auto& [pid, c] : children_) {
+        int fd = c.link >= 0 ? c.link : c.control;
+        if (fd < 0) continue;
+        fds.push_back({.fd = fd, .events = POLLIN, .revents = 0});
+        owners.push_back(pid);
+      }
+      if (::poll(fds.data(), fds.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        ::_exit(1);
+      }
+      // The host's messages before the exits: a kCollect the host sent when the code's process
+      // began to exit is answered as kCollected, before that exit is reported.
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        auto it = children_.find(owners[i]);
+        if (it == children_.end()) continue;
+        Child& c = it->second;
+        if (c.link >= 0 && fds[i].fd == c.link) {
+          ReceiveWorkDir(c);
+        } else if (c.control >= 0 && fds[i].fd == c.control) {
+          ServeHost(it->first, c);
+          ClearStackBelow();
+        }
+      }
+      if (fds[1].revents != 0) Reap();
+      if (fds[0].revents != 0) Command();
+    }
+  }
+
+ private:
+  void Command() {
     WarmChildSpec spec{};
     int control = -1, channel = -1;
     bool valid = false;
-    if (!ReceiveCommand(command_fd, spec, control, channel, valid)) ::_exit(0);
+    if (!ReceiveCommand(command_fd_, spec, control, channel, valid)) ::_exit(0);  // the host is gone
     if (!valid) {
       std::fputs("execbox-worker: ignored a malformed spawn command\n", stderr);
-      continue;
+      return;
     }
-    if (setup.before_fork != nullptr) setup.before_fork();
+    Spawn(spec, control, channel);
+  }
+
+  void Spawn(const WarmChildSpec& spec, int control, int channel) {
+    int link[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0) {
+      Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "socketpair");
+      ::close(control);
+      ::close(channel);
+      return;
+    }
+    // The next fork lands in a new pid namespace as its pid 1; the zygote goes back to its own
+    // right after, so this child's namespace is its alone.
+    if (::unshare(CLONE_NEWPID) != 0) {
+      Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "unshare the pid namespace");
+      for (int fd : {control, channel, link[0], link[1]}) ::close(fd);
+      return;
+    }
+    if (setup_.before_fork != nullptr) setup_.before_fork();
     pid_t pid = ::fork();
     if (pid == 0) {
-      if (setup.after_fork_child != nullptr) setup.after_fork_child();
-      ::close(command_fd);
-      RunKeeper(spec, control, channel, setup);
+      if (setup_.after_fork_child != nullptr) setup_.after_fork_child();
+      ::close(link[0]);
+      RunChild(spec, control, channel, link[1], setup_);
     }
-    if (setup.after_fork_parent != nullptr) setup.after_fork_parent();
-    if (pid < 0) Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "fork the keeper");
-    ::close(control);
+    int err = errno;
+    if (setup_.after_fork_parent != nullptr) setup_.after_fork_parent();
+    // Without this every later child would be forked into that first one's namespace.
+    if (::setns(self_pidfd_, CLONE_NEWPID) != 0) {
+      std::perror("execbox-worker: setns back to the zygote's pid namespace");
+      ::_exit(1);
+    }
     ::close(channel);
+    ::close(link[1]);
+    if (pid < 0) {
+      Send(control, wire::Kind::kSetupFailed, err, 0, 0, "fork the child");
+      ::close(control);
+      ::close(link[0]);
+      return;
+    }
+    Child& c = children_[pid];
+    c.spec = spec;
+    c.control = control;
+    c.link = link[0];
   }
+
+  void Reap() {
+    struct signalfd_siginfo si;
+    while (::read(sigfd_, &si, sizeof si) > 0) {
+    }
+    for (;;) {
+      int status = 0;
+      struct rusage ru {};
+      pid_t pid = ::wait4(-1, &status, WNOHANG | __WALL, &ru);
+      if (pid <= 0) return;
+      auto it = children_.find(pid);
+      if (it == children_.end()) continue;
+      Finish(it->second, status, ru);
+      ClearStackBelow();
+      children_.erase(it);
+    }
+  }
+
+  int command_fd_, self_pidfd_, sigfd_;
+  const ZygoteSetup& setup_;
+  std::map<pid_t, Child> children_;
+};
+
+}  // namespace
+
+void ServeZygote(int command_fd, const ZygoteReady& ready, const ZygoteSetup& setup) {
+  ::signal(SIGPIPE, SIG_IGN);
+  // Not dumpable: nothing in the jail may ptrace the zygote or read its memory through /proc.
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  ZygoteReady answer = ready;
+  // The zygote's own pid namespace, to return to after forking each child into a new one.
+  int self_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (answer.ok != 0 && (self_pidfd < 0 || sigfd < 0)) {
+    answer.ok = 0;
+    std::snprintf(answer.message, sizeof answer.message,
+                  "the zygote needs pidfd_open and signalfd (Linux 5.8): %s", std::strerror(errno));
+  }
+  if (::send(command_fd, &answer, sizeof answer, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof answer))
+    ::_exit(1);
+  if (answer.ok == 0) ::_exit(1);
+  static Zygote zygote(command_fd, self_pidfd, sigfd, setup);
+  zygote.Serve();
 }
 
 }  // namespace execbox::jail

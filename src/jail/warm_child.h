@@ -1,14 +1,14 @@
 // Inside a zygote worker (a jail started with Policy::zygote): forks one fully isolated child
 // per execution or session, before any request exists.
 //
-// Each child is two processes. The "keeper" is forked from the zygote, reports itself to the
-// host (which moves it into a cgroup of its own), makes new mount, pid, network, IPC, UTS and
-// cgroup namespaces, mounts a fresh work dir, /tmp and /dev/shm, and forks the code's process:
-// pid 1 of the new pid namespace, so when it ends the kernel kills everything it started. That
-// process mounts its own /proc, drops every capability, sets no_new_privs, Landlock and seccomp,
-// writes one ready byte on its channel and only then returns to the caller (the worker's
-// Python) to wait for code. The keeper stays outside the sandbox's pid namespace: it stops the
-// tree when the host says so and sends the work dir's files back, as the cold jail's init does.
+// Each child is one process, forked from the zygote as pid 1 of a new pid namespace (so when it
+// ends the kernel kills everything it started). It reports itself to the host (which moves it
+// into a cgroup of its own), makes new mount, network, IPC, UTS and cgroup namespaces, mounts a
+// fresh work dir, /tmp and /dev/shm, hands the zygote its work dir by descriptor, mounts its own
+// /proc, drops every capability, sets no_new_privs, Landlock and seccomp, writes one ready byte
+// on its channel and only then returns to the caller (the worker's Python) to wait for code.
+// The zygote stays outside: it reaps the child and reports how it ended, stops it when the host
+// says so, and sends the work dir's files back, as the cold jail's init does.
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +23,7 @@ namespace execbox::jail {
 inline constexpr uint32_t kWarmSpawnMagic = 0x65785731;  // "exW1"
 
 // What the host asks of one child: sent over the zygote's command socket with two
-// descriptors attached (the keeper's control socket and the code's channel).
+// descriptors attached (the child's control socket and the code's channel).
 struct WarmChildSpec {
   uint32_t magic = kWarmSpawnMagic;
   uint32_t session = 0;  // 1: the code's process serves many executions

@@ -1,5 +1,5 @@
 // Host side of one warm child (WarmChild, declared in zygote.h): hands it requests and watches
-// them with the same Watch as a cold run, and between a session's executions asks its keeper
+// them with the same Watch as a cold run, and between a session's executions asks the zygote
 // for the work dir's files. The zygote that forks it is in zygote.cc.
 #include <fcntl.h>
 #include <poll.h>
@@ -23,8 +23,8 @@
 namespace execbox::jail {
 namespace {
 
-// A session file request: the keeper answers at once (it never waits on what the code made),
-// so only a wedged or dead keeper runs into this.
+// A session file request: the zygote answers at once (it never waits on what the code made),
+// so only a wedged or dead zygote runs into this.
 constexpr auto kFileTimeout = std::chrono::seconds(60);
 
 bool WaitWritable(int fd, Clock::time_point deadline) {
@@ -69,7 +69,7 @@ bool SendExactBy(int fd, const void* data, size_t size, Clock::time_point deadli
   return true;
 }
 
-// What the keeper's errno means to the caller.
+// What the zygote's errno means to the caller.
 FileFailure::Kind FileFailureKind(int err, bool reading) {
   using K = FileFailure::Kind;
   if (reading) {
@@ -95,10 +95,10 @@ FileFailure::Kind FileFailureKind(int err, bool reading) {
 // ---- WarmChild ----
 
 WarmChild::~WarmChild() {
-  control_.Reset();  // the keeper kills the tree when its control socket closes
+  control_.Reset();  // the zygote kills the child when its control socket closes
   channel_.Reset();
-  if (keeper_pidfd_.Valid()) {
-    ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
+  if (pidfd_.Valid()) {
+    ::syscall(SYS_pidfd_send_signal, pidfd_.Get(), SIGKILL, nullptr, 0);
   }
   cgroup_.reset();  // kills what is left and removes the group
 }
@@ -139,7 +139,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   out.enforcement = enforcement_;
   Cgroup* cgroup = cgroup_.get();
   int control = ch.control_host.Get();
-  int pidfd = keeper_pidfd_.Get();
+  int pidfd = pidfd_.Get();
   WatchSpec spec{.limits = &limits,
                  .stdin_data = &stdin_data,
                  .max_file_bytes = options_.collect.max_file_bytes,
@@ -180,7 +180,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
 
 FileFailure WarmChild::Broken(std::string message) {
   alive_ = false;  // the stream is no longer framed: this child is done
-  if (keeper_pidfd_.Valid()) ::syscall(SYS_pidfd_send_signal, keeper_pidfd_.Get(), SIGKILL, nullptr, 0);
+  if (pidfd_.Valid()) ::syscall(SYS_pidfd_send_signal, pidfd_.Get(), SIGKILL, nullptr, 0);
   return {FileFailure::Kind::kBroken, std::move(message)};
 }
 
@@ -192,19 +192,19 @@ FileExpected<std::string> WarmChild::FileReply(const std::string& path, bool rea
   for (;;) {
     wire::Header h{};
     if (!RecvExactBy(ctl, &h, sizeof h, deadline)) {
-      return std::unexpected(Broken(Clock::now() >= deadline ? "the session's keeper did not answer in time"
-                                                             : "the session's keeper ended"));
+      return std::unexpected(
+          Broken(Clock::now() >= deadline ? "the zygote did not answer in time" : "the zygote ended"));
     }
     switch (h.kind) {
       case wire::Kind::kExited:
-        // The code's process had ended before the request (the keeper then sends kDone and
-        // exits without reading it): the work dir went with it.
+        // The code's process had ended before the request (the zygote then sends kDone and
+        // closes the socket without reading it): the work dir went with it.
         alive_ = false;
         return std::unexpected(FileFailure{FileFailure::Kind::kEnded,
                                            "the session's process had ended; its state and files are gone"});
       case wire::Kind::kFileData:
         if (!reading || have_data || h.b < 0 || static_cast<uint64_t>(h.b) > max_bytes) {
-          return std::unexpected(Broken("unexpected file data from the session's keeper"));
+          return std::unexpected(Broken("unexpected file data from the zygote"));
         }
         content.resize(static_cast<size_t>(h.b));
         if (!RecvExactBy(ctl, content.data(), content.size(), deadline)) {
@@ -214,7 +214,7 @@ FileExpected<std::string> WarmChild::FileReply(const std::string& path, bool rea
         break;
       case wire::Kind::kFileResult: {
         if (h.a == 0) {
-          if (reading && !have_data) return std::unexpected(Broken("the session's keeper sent no content"));
+          if (reading && !have_data) return std::unexpected(Broken("the zygote sent no content"));
           return content;
         }
         h.text[sizeof h.text - 1] = '\0';
@@ -223,7 +223,7 @@ FileExpected<std::string> WarmChild::FileReply(const std::string& path, bool rea
                                            path + ": " + h.text + " (" + std::strerror(err) + ")"});
       }
       default:
-        return std::unexpected(Broken("unexpected message from the session's keeper"));
+        return std::unexpected(Broken("unexpected message from the zygote"));
     }
   }
 }
@@ -241,10 +241,10 @@ FileExpected<std::string> WarmChild::GetFile(const std::string& path, uint64_t m
                  .b = static_cast<int64_t>(std::min<uint64_t>(max_bytes, INT64_MAX))};
   int ctl = control_.Get();
   if (!SendExactBy(ctl, &h, sizeof h, deadline) || !SendExactBy(ctl, path.data(), path.size(), deadline)) {
-    // A keeper that exited after its code's process ended said so first.
+    // A child that had ended was reported first.
     auto why = FileReply(path, true, max_bytes, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
     if (!why && why.error().kind == FileFailure::Kind::kEnded) return why;
-    return std::unexpected(Broken("could not ask the session's keeper for the file"));
+    return std::unexpected(Broken("could not ask the zygote for the file"));
   }
   return FileReply(path, true, max_bytes, deadline);
 }
@@ -265,7 +265,7 @@ FileExpected<void> WarmChild::PutFile(const std::string& path, std::string_view 
       !SendExactBy(ctl, content.data(), content.size(), deadline)) {
     auto why = FileReply(path, false, 0, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
     if (!why && why.error().kind == FileFailure::Kind::kEnded) return std::unexpected(why.error());
-    return std::unexpected(Broken("could not send the file to the session's keeper"));
+    return std::unexpected(Broken("could not send the file to the zygote"));
   }
   auto reply = FileReply(path, false, 0, deadline);
   if (!reply) return std::unexpected(reply.error());
@@ -285,13 +285,8 @@ bool WarmChild::Probe() {
 WarmChild::Memory WarmChild::ReadMemory() const {
   Memory m;
   if (!alive_ || !cgroup_) return m;
-  // The code's process is the keeper's only child.
-  auto children =
-      ReadFile("/proc/" + std::to_string(keeper_) + "/task/" + std::to_string(keeper_) + "/children", 4096);
-  if (!children) return m;
-  auto pid = ParseU64(children->substr(0, children->find(' ')));
-  if (!pid) return m;
-  auto rollup = ReadFile("/proc/" + std::to_string(*pid) + "/smaps_rollup", 1 << 16);
+  // The child is the code's process.
+  auto rollup = ReadFile("/proc/" + std::to_string(pid_) + "/smaps_rollup", 1 << 16);
   if (!rollup) return m;
   auto field = [&](std::string_view key) -> uint64_t {
     size_t at = rollup->find(std::string(key) + ":");

@@ -63,7 +63,7 @@ void Watch::DrainOutput() {
 
 // Bytes from a warm child's code process: a 'D' ends the execution once CheckDoneClaim
 // confirms it. Anything else is the code writing to its own channel, and changes nothing; EOF
-// means the process is gone (the keeper reports how it ended).
+// means the process is gone (the zygote reports how it ended).
 // Bytes with a 'D' are peeked, and taken only once the claim is settled: taking them frees
 // their buffer, which wakes a reader of the sender's socket (write space), so an agent already
 // parked in recvmsg would be runnable again, not seen parked, until it next gets a CPU.
@@ -105,7 +105,7 @@ void Watch::CheckDoneClaim() {
     report_done_ = true;
     TakeDone();
   } else if (c == DoneCheck::kEnding) {
-    done_claimed_at_.reset();  // the keeper's kExited, not the marker, ends this execution
+    done_claimed_at_.reset();  // the zygote's kExited, not the marker, ends this execution
     done_claim_void_ = true;
   } else if (Clock::now() - *done_claimed_at_ >= kDoneCheckWindow) {
     done_claimed_at_.reset();
@@ -222,7 +222,7 @@ void Watch::ReadControl() {
       control_open_ = false;
       break;
     case wire::Kind::kCollected:
-      if (!collecting_) return Abandon("unexpected message from the keeper");
+      if (!collecting_) return Abandon("unexpected message from the zygote");
       control_open_ = false;
       break;
     default:

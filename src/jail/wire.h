@@ -15,7 +15,7 @@ enum class Kind : uint32_t {
   kStop = 4,        // kill the code's whole tree now (a limit was reached)
   kCollect = 5,     // warm session: send the work dir's files changed since the last kCollect
   kHello = 6,       // warm child -> host, first message: the host reads the pid from its credentials
-  // host -> warm session keeper, between executions (the reply is kFileData and/or kFileResult):
+  // host -> the zygote for a warm session, between executions (the reply is kFileData and/or kFileResult):
   kReadFile = 7,   // a = path length, b = the most bytes wanted; the path follows (relative to the
                    // work dir). Reply: kFileData then kFileResult, or kFileResult alone (an error).
   kWriteFile = 8,  // a = path length, b = content length; path and content follow. Reply: kFileResult.

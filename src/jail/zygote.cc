@@ -1,6 +1,6 @@
 // Host side of warm execution. The zygote's jail is started like any other (Launch); each
 // child is asked for over the zygote's command socket, moved into its own cgroup as soon as
-// its keeper says hello, and watched per execution with the same Watch as a cold run.
+// it says hello, and watched per execution with the same Watch as a cold run.
 #include "jail/zygote.h"
 
 #include <fcntl.h>
@@ -61,8 +61,7 @@ bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t
 }
 
 CgroupLimits ChildCgroupLimits(const Limits& l) {
-  // +1: the keeper lives in the group too.
-  return {.memory_bytes = l.memory_bytes, .max_pids = l.max_processes + 1};
+  return {.memory_bytes = l.memory_bytes, .max_pids = l.max_processes};
 }
 
 namespace {
@@ -270,23 +269,23 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
   const auto deadline = Clock::now() + kSpawnTimeout;
   int ctl = control->first.Get();
   wire::Header hello{};
-  pid_t keeper = -1;
-  if (!WaitReadable(ctl, deadline) || !ReadHeaderWithPid(ctl, hello, keeper)) {
+  pid_t pid = -1;
+  if (!WaitReadable(ctl, deadline) || !ReadHeaderWithPid(ctl, hello, pid)) {
     return Fail("the zygote did not fork a child (is it alive?); log: " + RecentLog());
   }
   if (hello.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(hello));
-  if (hello.kind != wire::Kind::kHello || keeper <= 0) return Fail("warm child: unexpected first message");
-  child->keeper_ = keeper;
-  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, keeper, 0));
-  if (pidfd < 0) return FailErrno("pidfd_open of the keeper");
-  child->keeper_pidfd_.Reset(pidfd);
+  if (hello.kind != wire::Kind::kHello || pid <= 0) return Fail("warm child: unexpected first message");
+  child->pid_ = pid;
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return FailErrno("pidfd_open of the warm child");
+  child->pidfd_.Reset(pidfd);
   child->control_ = std::move(control->first);
   child->channel_ = std::move(channel->first);
 
   auto cg = Cgroup::Create(NextCgroupName(), ChildCgroupLimits(l));
   if (!cg) return std::unexpected(Context("warm child cgroup", cg.error()));
   child->cgroup_ = std::move(*cg);
-  if (auto s = child->cgroup_->AddProcess(keeper); !s) return std::unexpected(s.error());
+  if (auto s = child->cgroup_->AddProcess(pid); !s) return std::unexpected(s.error());
   wire::Header go{.kind = wire::Kind::kGo};
   if (!SendWireHeader(ctl, &go, sizeof go)) return FailErrno("start the warm child");
 
@@ -308,12 +307,12 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
     }
     if (p[1].revents != 0) {
       wire::Header h{};
-      if (!wire::ReadExact(ctl, &h, sizeof h)) return Fail("the warm child's keeper ended during setup");
+      if (!wire::ReadExact(ctl, &h, sizeof h)) return Fail("the warm child ended during setup");
       if (h.kind == wire::Kind::kSetupFailed) return Fail(ControlFailure(h));
       // kExited: the code's process died; its 'F' text (if any) is on the channel.
     }
   }
-  auto code = CodeProcess::Open(keeper, channel_st.st_ino);
+  auto code = CodeProcess::Open(pid, child->pidfd_.Get(), channel_st.st_ino);
   if (!code) return std::unexpected(Context("warm child", code.error()));
   child->code_ = std::move(*code);
   child->alive_ = true;

@@ -27,10 +27,10 @@ struct FileFailure {
   enum class Kind {
     kNotFound,  // missing, not a regular file, or a symbolic link on the path
     kTooLarge,  // past the most bytes asked for; for a write, the work dir is full
-    kRefused,   // anything else the keeper refused (a directory at the path, a parent that is
+    kRefused,   // anything else the zygote refused (a directory at the path, a parent that is
                 // a file or a symbolic link, permissions the code changed, ...)
     kEnded,     // the child's code process had ended before the request: its work dir is gone
-    kBroken,    // the exchange with the keeper failed; the child is killed
+    kBroken,    // the exchange with the zygote failed; the child is killed
   };
   Kind kind;
   std::string message;
@@ -57,8 +57,8 @@ class WarmChild {
   // A one-shot child is used up after this; a session child lives on unless it died.
   Expected<Outcome> Execute(std::string_view request, const std::string& stdin_data, const Limits& limits,
                             const RunHooks& hooks);
-  // A session child, between executions: its keeper (trusted, in the child's own mount
-  // namespace) writes or reads one file of the work dir. `path` is relative to the work dir
+  // A session child, between executions: the zygote (trusted; it holds the child's work dir
+  // by descriptor from outside the child's mount namespace) writes or reads one file of it. `path` is relative to the work dir
   // and plain (ValidateRelativeName). Nothing is followed that the code planted: a symbolic
   // link at any component, a FIFO, a device; a write replaces what is at the path (a file, a
   // symbolic link) rather than writing through it. The code's state is untouched, and an
@@ -81,13 +81,13 @@ class WarmChild {
  private:
   friend class Zygote;
   WarmChild() = default;
-  // Reads the keeper's reply to a file request: the content (a read) and the kFileResult.
+  // Reads the zygote's reply to a file request: the content (a read) and the kFileResult.
   FileExpected<std::string> FileReply(const std::string& path, bool reading, uint64_t max_bytes,
                                       std::chrono::steady_clock::time_point deadline);
   FileFailure Broken(std::string message);
   WarmChildOptions options_;
-  pid_t keeper_ = -1;  // host pid of the keeper
-  UniqueFd keeper_pidfd_;
+  pid_t pid_ = -1;  // host pid of the child (the code's process)
+  UniqueFd pidfd_;
   UniqueFd control_, channel_;
   CodeProcess code_;  // what confirms a done marker (done_check.h)
   std::unique_ptr<Cgroup> cgroup_;

@@ -1,0 +1,159 @@
+// The child's side of a warm child: one process, forked from the zygote into a pid namespace of
+// its own, that isolates itself and becomes the code's process. It runs in a forked copy of a
+// single-threaded worker (fork(), not raw clone), so it may allocate.
+#include "jail/warm_child_setup.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "jail/child_fs.h"
+#include "jail/lockdown.h"
+#include "jail/wire.h"
+
+namespace execbox::jail {
+namespace {
+
+constexpr int kChannelFd = 3;
+
+[[noreturn]] void SetupFail(int control, const char* step) noexcept {
+  wire::Header h{.kind = wire::Kind::kSetupFailed, .a = errno};
+  wire::CopyText(h.text, sizeof h.text, step);
+  (void)wire::WriteExact(control, &h, sizeof h);
+  ::_exit(1);
+}
+
+// In the code's process a failure goes on the channel: 'F', then the step and the errno.
+[[noreturn]] void CodeFail(int channel, const char* step) noexcept {
+  char text[256];
+  int n = std::snprintf(text, sizeof text, "F%s: %s", step, std::strerror(errno));
+  if (n > 0) (void)wire::WriteExact(channel, text, static_cast<size_t>(std::min(n, 255)));
+  ::_exit(127);
+}
+
+// Owned by the caller's ids (the one mapped id, 1000): id 0 does not exist in this namespace.
+int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* mode) noexcept {
+  char options[160];
+  std::snprintf(options, sizeof options, "size=%llu,nr_inodes=%llu,mode=%s",
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(inodes), mode);
+  return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
+}
+
+// Sends one byte with `fd` attached.
+bool SendFd(int sock, int fd) noexcept {
+  char cbuf[CMSG_SPACE(sizeof(int))] = {};
+  char byte = 'W';
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  do {
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  return n == 1;
+}
+
+// The code's process, isolated: locked down before it waits for code.
+[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, const ZygoteSetup& setup) noexcept {
+  // Refused only where the zygote's own jail was refused one too (its layers say so).
+  if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
+  ResetSignals();  // the zygote's blocked SIGCHLD included
+  // What python3 itself does at start-up: broken pipes and file-size overruns become OSErrors.
+  ::signal(SIGPIPE, SIG_IGN);
+  ::signal(SIGXFSZ, SIG_IGN);
+  if (::setsid() < 0) CodeFail(channel, "setsid");
+
+  int high = ::fcntl(channel, F_DUPFD, 64);
+  int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (high < 0 || null < 0) CodeFail(channel, "open /dev/null");
+  for (int fd = 0; fd < 3; ++fd) {
+    if (::dup2(null, fd) < 0) CodeFail(channel, "place descriptors");
+  }
+  if (::dup2(high, kChannelFd) < 0) CodeFail(channel, "place the channel");
+  channel = kChannelFd;
+  // Everything else the zygote held goes here: its command socket, the other children's
+  // control sockets and work dirs.
+  ::close_range(kChannelFd + 1, ~0U, 0);
+
+  const rlim_t memlock = 64 << 10;
+  const struct {
+    int resource;
+    rlim_t value;
+  } limits[] = {
+      {RLIMIT_FSIZE, spec.work_dir_bytes},
+      {RLIMIT_NOFILE, spec.open_files},
+      {RLIMIT_CORE, 0},
+      {RLIMIT_MSGQUEUE, 0},
+      {RLIMIT_MEMLOCK, memlock},
+  };
+  for (const auto& l : limits) {
+    struct rlimit rl {
+      .rlim_cur = l.value, .rlim_max = l.value
+    };
+    if (::setrlimit(static_cast<__rlimit_resource>(l.resource), &rl) != 0) CodeFail(channel, "setrlimit");
+  }
+  ::umask(022);
+  if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
+
+  if (const char* step = LockDown(setup.landlock, *setup.seccomp)) CodeFail(channel, step);
+  // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
+  setup.run_code(channel, spec.session != 0);
+  ::_exit(70);
+}
+
+}  // namespace
+
+void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
+              const ZygoteSetup& setup) noexcept {
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) SetupFail(control, "PR_SET_PDEATHSIG");
+  // The host reads this process's pid from the message's credentials and moves it into the
+  // child's own cgroup before anything else happens.
+  wire::Header hello{.kind = wire::Kind::kHello};
+  if (!wire::WriteExact(control, &hello, sizeof hello)) ::_exit(1);
+  wire::Header go{};
+  if (!wire::ReadExact(control, &go, sizeof go) || go.kind != wire::Kind::kGo) ::_exit(1);
+
+  // The pid namespace came with the fork; the cgroup namespace is made only now, inside the
+  // child's own group.
+  constexpr int kFlags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+  if (::unshare(kFlags) != 0) SetupFail(control, "unshare mount, net, ipc, uts, cgroup namespaces");
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) SetupFail(control, "make / private");
+  if (MountTmpfs(setup.work_dir, spec.work_dir_bytes, spec.inodes, "0700") != 0)
+    SetupFail(control, "mount the work dir");
+  if (MountTmpfs("/tmp", spec.tmp_bytes, spec.inodes, "1777") != 0) SetupFail(control, "mount /tmp");
+  if (MountTmpfs("/dev/shm", spec.shm_bytes, 1024, "1777") != 0) SetupFail(control, "mount /dev/shm");
+  (void)::sethostname("sandbox", 7);
+
+  // The zygote serves the host's file requests and collections from here on, through this
+  // descriptor (it keeps the tmpfs alive after this process and its namespace are gone).
+  int workfd = ::open(setup.work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (workfd < 0) SetupFail(control, "open the work dir");
+  if (!SendFd(link, workfd)) SetupFail(control, "hand the work dir to the zygote");
+  ::close(workfd);
+  ::close(link);
+  ::close(control);  // the code never holds the host's control socket
+  RunCode(spec, channel, setup);
+}
+
+}  // namespace execbox::jail

@@ -1,0 +1,18 @@
+// Internal to the zygote (warm_child.cc): the child's own side, from the fork to the code.
+#pragma once
+
+#include "jail/warm_child.h"
+
+namespace execbox::jail {
+
+// In a freshly forked child, pid 1 of its own pid namespace: says hello to the host on
+// `control` (the host reads the pid from the credentials and moves the process into the
+// child's cgroup), waits for kGo, makes its own mount, network, IPC, UTS and cgroup
+// namespaces and its tmpfs mounts, hands the zygote its work dir on `link` (one byte with the
+// descriptor), lets go of `control` and `link`, locks itself down, writes 'R' on `channel`
+// and runs the code. A failure before the hand-over goes to the host as kSetupFailed on
+// `control`; after it, as 'F' and text on `channel`.
+[[noreturn]] void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
+                           const ZygoteSetup& setup) noexcept;
+
+}  // namespace execbox::jail
