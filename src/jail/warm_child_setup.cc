@@ -20,6 +20,7 @@
 
 #include "jail/child_fs.h"
 #include "jail/lockdown.h"
+#include "jail/warm_host.h"
 #include "jail/wire.h"
 
 namespace execbox::jail {
@@ -48,28 +49,6 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   std::snprintf(options, sizeof options, "size=%llu,nr_inodes=%llu,mode=%s",
                 static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(inodes), mode);
   return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
-}
-
-// Sends one byte with `fd` attached.
-bool SendFd(int sock, int fd) noexcept {
-  char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  char byte = 'W';
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  ssize_t n;
-  do {
-    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
-  return n == 1;
 }
 
 // The code's process, isolated: locked down before it waits for code.
@@ -149,7 +128,7 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
   // descriptor (it keeps the tmpfs alive after this process and its namespace are gone).
   int workfd = ::open(setup.work_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (workfd < 0) SetupFail(control, "open the work dir");
-  if (!SendFd(link, workfd)) SetupFail(control, "hand the work dir to the zygote");
+  if (!SendWithFds(link, "W", 1, &workfd, 1)) SetupFail(control, "hand the work dir to the zygote");
   ::close(workfd);
   ::close(link);
   ::close(control);  // the code never holds the host's control socket

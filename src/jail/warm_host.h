@@ -1,5 +1,5 @@
-// Internal to the jail layer: what the host side of a zygote (zygote.cc) and of the children it
-// forks (warm_child_host.cc) share.
+// Internal to the jail layer: what the host side of a zygote (zygote.cc), the host side of the
+// children it forks (warm_child_host.cc) and those children themselves (warm_child_setup.cc) share.
 #pragma once
 
 #include <cstddef>
