@@ -58,11 +58,12 @@ class WarmChild {
   Expected<Outcome> Execute(std::string_view request, const std::string& stdin_data, const Limits& limits,
                             const RunHooks& hooks);
   // A session child, between executions: the zygote (trusted; it holds the child's work dir
-  // by descriptor from outside the child's mount namespace) writes or reads one file of it. `path` is relative to the work dir
-  // and plain (ValidateRelativeName). Nothing is followed that the code planted: a symbolic
-  // link at any component, a FIFO, a device; a write replaces what is at the path (a file, a
-  // symbolic link) rather than writing through it. The code's state is untouched, and an
-  // uploaded file is not reported as written by the next execution unless that changes it.
+  // by descriptor from outside the child's mount namespace) writes or reads one file of it.
+  // `path` is relative to the work dir and plain (ValidateRelativeName). Nothing is followed
+  // that the code planted: a symbolic link at any component, a FIFO, a device; a write
+  // replaces what is at the path (a file, a symbolic link) rather than writing through it. The
+  // code's state is untouched, and an uploaded file is not reported as written by the next
+  // execution unless that changes it.
   // Any failure but kEnded and kBroken leaves the child alive; those two mark it dead.
   FileExpected<void> PutFile(const std::string& path, std::string_view content);
   FileExpected<std::string> GetFile(const std::string& path, uint64_t max_bytes);
