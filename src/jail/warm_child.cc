@@ -180,7 +180,8 @@ bool ServeFile(Child& c, const wire::Header& h) {
 // A message from the host about child `pid`, once it has set itself up.
 void ServeHost(pid_t pid, Child& c) {
   wire::Header h{};
-  bool ok = wire::ReadExact(c.control, &h, sizeof h);
+  // Without a work dir (the child failed before handing it over) only a stop makes sense.
+  bool ok = wire::ReadExact(c.control, &h, sizeof h) && (c.changed != nullptr || h.kind == wire::Kind::kStop);
   if (ok && h.kind == wire::Kind::kStop) {
     ::kill(pid, SIGKILL);  // pid 1 of its namespace: the kernel kills the rest
   } else if (ok && h.kind == wire::Kind::kCollect) {
