@@ -21,10 +21,11 @@ namespace {
 
 const std::string kServeHelp =
     "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/openapi.json, /livez, /readyz,\n"
-    "/metrics) and MCP over Streamable HTTP (/mcp) on one port. Every route but /livez and /readyz\n"
-    "needs 'Authorization: Bearer <token>'. Keys come from the config file ([[keys]], stored as\n"
-    "SHA-256) or EXECBOX_API_KEYS (comma-separated tokens). With no key configured the server only\n"
-    "listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
+    "/metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket too.\n"
+    "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
+    "socket, where the kernel names the client: the server's user, root and its group's members.\n"
+    "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
+    "tokens). With no key configured the server only listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
     "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
     "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
     "Without --config, " +
@@ -33,7 +34,7 @@ const std::string kServeHelp =
     "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
-  std::string config_file, listen, audit_log, instance;
+  std::string config_file, listen, unix_socket, audit_log, instance;
   bool no_pool = false, audit_code = false;
   size_t workers = 0, max_running = 0, max_queue = 0;
   double grace = -1;
@@ -123,6 +124,15 @@ int RunServe(const ServeArgs& args) {
     config.instance = args.instance;
   }
   if (!args.listen.empty()) config.listen = args.listen;
+  if (!args.unix_socket.empty()) config.unix_socket = args.unix_socket;
+  if (config.listen == "none" && config.unix_socket.empty()) {
+    std::cerr << "execbox serve: --listen none needs a Unix socket (--unix PATH) to serve on\n";
+    return 64;
+  }
+  if (!config.unix_socket.empty() && config.unix_socket.front() != '/') {
+    std::cerr << "execbox serve: --unix: expected an absolute path\n";
+    return 64;
+  }
   if (args.no_pool) config.warm = false;
   if (args.workers) config.workers = args.workers;
   if (args.max_running) config.max_running = args.max_running;
@@ -132,7 +142,8 @@ int RunServe(const ServeArgs& args) {
   if (args.audit_code) config.audit_code = true;
   for (const auto& origin : args.origins) config.allowed_origins.push_back(origin);
 
-  auto where = ParseListen(config.listen);
+  const bool tcp = config.listen != "none";
+  auto where = tcp ? ParseListen(config.listen) : Expected<HostPort>(HostPort{});
   if (!where) {
     std::cerr << "execbox serve: " << where.error().message << "\n";
     return 64;
@@ -140,7 +151,7 @@ int RunServe(const ServeArgs& args) {
   if (where->host == "localhost") where->host = "127.0.0.1";
   std::string generated;
   std::vector<api::ApiKey> generated_keys;
-  if (config.keys.empty()) {
+  if (config.keys.empty() && tcp) {
     if (!IsLoopback(where->host)) {
       std::cerr << "execbox serve: refusing to listen on " << where->host
                 << " without an API key: set EXECBOX_API_KEYS or [[keys]] in the config file, or listen on "
@@ -199,6 +210,7 @@ int RunServe(const ServeArgs& args) {
   auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
   api::HttpServerOptions http{.host = where->host,
                               .port = where->port,
+                              .unix_path = config.unix_socket,
                               .max_connections = config.max_connections,
                               .max_header_bytes = config.max_header_bytes,
                               .max_body_bytes = config.max_body_bytes,
@@ -220,7 +232,7 @@ int RunServe(const ServeArgs& args) {
   }
   api->set_connection_count([s = server->get()] { return s->connections(); });
   std::string host = where->host.find(':') != std::string::npos ? "[" + where->host + "]" : where->host;
-  std::string url = "http://" + host + ":" + std::to_string((*server)->port());
+  std::string url = tcp ? "http://" + host + ":" + std::to_string((*server)->port()) : "unix:" + config.unix_socket;
   if (!generated.empty()) {
     std::cerr << "execbox serve: no API key configured; this run's token (loopback only):\n"
               << "    Authorization: Bearer " << generated << "\n";
@@ -228,9 +240,13 @@ int RunServe(const ServeArgs& args) {
   std::cerr << "execbox serve: " << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
             << gate->max_running() << " running + " << gate->max_queue() << " queued at most\n";
   if (!config.instance.empty()) std::cerr << "execbox serve: instance " << config.instance << "\n";
+  // The socket first: whoever waits for the TCP line finds the socket ready too.
+  if (tcp && !config.unix_socket.empty())
+    std::cerr << "execbox serve: listening on unix:" << config.unix_socket << "\n";
   std::cerr << "execbox serve: listening on " << url << std::endl;
   NotifyServiceManager(std::string("READY=1\nSTATUS=") + ((*engine)->warm() ? "warm pool" : "cold jails") +
-                       ", listening on " + url);
+                       ", listening on " + url +
+                       (tcp && !config.unix_socket.empty() ? " and unix:" + config.unix_socket : ""));
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
@@ -256,8 +272,12 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* serve = app.add_subcommand("serve", "HTTP API and MCP over Streamable HTTP");
   serve->footer(kServeHelp);
-  serve->add_option("--listen", args->listen, "host:port to listen on ([v6]:port; port 0 picks one)")
+  serve->add_option("--listen", args->listen,
+                    "host:port to listen on ([v6]:port; port 0 picks one; none: the Unix socket only)")
       ->default_str("127.0.0.1:8080");
+  serve->add_option("--unix", args->unix_socket,
+                    "Also serve on this Unix socket (mode 0660): the server's user, root and its group's\n"
+                    "members are let in by their kernel credentials, without a token; `execbox run` uses it");
   serve->add_option("--config", args->config_file,
                     "TOML configuration file (see README, Configuration); without it, " +
                         std::string(kDefaultConfigFile) + " when it exists");

@@ -74,6 +74,19 @@ engine::Caller CallerOf(const ApiKey& key) {
                         .burst = key.burst};
 }
 
+std::expected<ApiKey, Problem> AuthenticateLocal(const LocalPeer& peer, uid_t server_uid, gid_t server_gid) {
+  bool member = peer.gid == server_gid;
+  for (gid_t g : peer.groups) member = member || g == server_gid;
+  if (peer.uid != server_uid && peer.uid != 0 && !member) {
+    return std::unexpected(Problem{.status = 403,
+                                   .type = "forbidden",
+                                   .title = "Forbidden",
+                                   .detail = "this socket serves the server's own user, root and members of "
+                                             "its group; send 'Authorization: Bearer <token>' otherwise"});
+  }
+  return ApiKey{.id = "local-uid-" + std::to_string(peer.uid)};
+}
+
 Authenticator::Authenticator(std::vector<ApiKey> keys) : keys_(std::move(keys)) {
   digests_.resize(keys_.size());
   valid_.resize(keys_.size());

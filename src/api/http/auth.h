@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/http/config.h"
+#include "api/http/http_types.h"
 #include "api/http/problem.h"
 #include "base/sha256.h"
 #include "engine/admission.h"
@@ -20,6 +21,13 @@ using execbox::Sha256Hex;
 std::string GenerateToken();
 // The engine's view of a key: who it is and what it may run at once and per second.
 engine::Caller CallerOf(const ApiKey& key);
+
+// A client on the Unix socket that sends no bearer token: the kernel's word on who it is
+// (HttpRequest::local_peer). The server's own user, root, and members of the server's group
+// (whom the socket's mode 0660 lets connect) are let in; anyone else gets 403. Each user is a
+// caller of its own, "local-uid-N", with an API key's default rate and concurrency, so one local
+// user never reaches another's sessions.
+std::expected<ApiKey, Problem> AuthenticateLocal(const LocalPeer& peer, uid_t server_uid, gid_t server_gid);
 
 class Authenticator {
  public:

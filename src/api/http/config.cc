@@ -344,8 +344,17 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
            [&](const toml::node& node, const std::string& key) -> Status {
              auto v = String(node, key);
              if (!v) return std::unexpected(v.error());
-             if (!ValidListen(*v)) return Err(node, key, "expected host:port or [v6-address]:port");
+             if (*v != "none" && !ValidListen(*v))
+               return Err(node, key, "expected host:port, [v6-address]:port or \"none\"");
              c.listen = *v;
+             return {};
+           }},
+          {"unix_socket",
+           [&](const toml::node& node, const std::string& key) -> Status {
+             auto v = String(node, key);
+             if (!v) return std::unexpected(v.error());
+             if (!v->empty() && v->front() != '/') return Err(node, key, "expected an absolute path");
+             c.unix_socket = *v;
              return {};
            }},
           {"instance",

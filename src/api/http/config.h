@@ -22,7 +22,10 @@ struct ApiKey {
 };
 
 struct ServerConfig {
-  std::string listen = "127.0.0.1:8080";  // host:port; [v6]:port
+  std::string listen = "127.0.0.1:8080";  // host:port; [v6]:port; "none": the Unix socket only
+  // A Unix socket served beside (or instead of) TCP, "" for none: mode 0660, its clients known
+  // by their kernel credentials (auth.h, AuthenticateLocal). `execbox run` looks for it.
+  std::string unix_socket;
   // This server's name among several behind one router (engine::SessionOptions::instance);
   // "" when alone. Session and MCP session ids end in "." and it; responses carry it in
   // Execbox-Instance.

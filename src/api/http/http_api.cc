@@ -1,5 +1,7 @@
 #include "api/http/http_api.h"
 
+#include <unistd.h>
+
 #include "api/http/http_problems.h"
 #include "api/http/http_running.h"
 #include "api/http/openapi.h"
@@ -62,7 +64,11 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     if (path == "/livez") return Respond(*exchange, HttpResponse{.body = R"({"status":"ok"})"});
     return Ready(exchange);
   }
-  auto key = auth_.load()->Authenticate(request.Header("authorization"));
+  // On the Unix socket a request without a token is its kernel-known user's; with one, the
+  // token's key, as over TCP.
+  auto key = request.local_peer && request.Header("authorization").empty()
+                 ? AuthenticateLocal(*request.local_peer, geteuid(), getegid())
+                 : auth_.load()->Authenticate(request.Header("authorization"));
   if (!key) {
     metrics_.Rejected(key.error().status == 401 ? "unauthorized" : "forbidden");
     return exchange->Respond(ProblemResponse(key.error()));

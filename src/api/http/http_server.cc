@@ -1,8 +1,14 @@
 #include "api/http/http_server.h"
 
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -21,6 +27,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+using local = asio::local::stream_protocol;
 using boost::system::error_code;
 
 // Past this much unsent stream data (a client reading slower than the code prints), further
@@ -32,13 +39,32 @@ constexpr size_t kMaxLingerBytes = 8 << 20;
 
 }  // namespace
 
-class Connection;
+// What the state and a handler's Exchange need of a connection, whatever its socket.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  virtual ~Connection() = default;
+  virtual void Shutdown() = 0;
+  virtual void Close() = 0;
+  virtual void Respond(HttpResponse response) = 0;
+  virtual void StartStream(int status, std::string content_type,
+                           std::vector<std::pair<std::string, std::string>> headers) = 0;
+  virtual void WriteChunk(std::string data) = 0;
+  virtual void EndStream() = 0;
+  virtual std::shared_ptr<std::atomic<bool>> gone() const = 0;
+  virtual asio::any_io_executor executor() = 0;
+  virtual void Dispatch(HttpRequest request) = 0;
+};
 
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   HttpServerOptions options;
   HttpHandler handler;
   asio::io_context io;
   std::optional<tcp::acceptor> acceptor;
+  std::optional<local::acceptor> local_acceptor;
+  // The socket file this server made, removed at Stop if it is still that file.
+  std::string unix_path;
+  dev_t unix_dev = 0;
+  ino_t unix_ino = 0;
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
   std::atomic<size_t> open{0};
@@ -47,7 +73,8 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::set<std::weak_ptr<Connection>, std::owner_less<std::weak_ptr<Connection>>> connections;
   std::atomic<bool> stopped{false};
 
-  void Accept();
+  template <class Protocol>
+  void Accept(typename Protocol::acceptor& listener);
   void Drop(std::string_view reason) {
     if (options.on_drop) options.on_drop(reason);
   }
@@ -56,43 +83,76 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   }
 };
 
-class Connection : public std::enable_shared_from_this<Connection> {
+namespace {
+
+// "address:port" of a TCP client.
+std::string PeerName(tcp::socket& socket, std::optional<LocalPeer>&) {
+  error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  return ec ? std::string() : remote.address().to_string() + ":" + std::to_string(remote.port());
+}
+
+// A Unix socket's client: who it is, from the kernel (SO_PEERCRED, SO_PEERGROUPS: the
+// credentials it had when it connected), never from anything it sends.
+std::string PeerName(local::socket& socket, std::optional<LocalPeer>& local_peer) {
+  const int fd = socket.native_handle();
+  struct ucred cred {};
+  socklen_t len = sizeof cred;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return "local";
+  LocalPeer peer{.pid = cred.pid, .uid = cred.uid, .gid = cred.gid, .groups = {}};
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    socklen_t bytes = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &bytes) == 0) {
+      groups.resize(bytes / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      break;
+    }
+    if (errno != ERANGE) break;  // no groups known: only uid and gid count
+    groups.resize(bytes / sizeof(gid_t) + 1);
+  }
+  local_peer = std::move(peer);
+  return "local uid " + std::to_string(cred.uid) + " pid " + std::to_string(cred.pid);
+}
+
+}  // namespace
+
+template <class Protocol>
+class StreamConnection final : public Connection {
  public:
-  Connection(std::shared_ptr<HttpServer::State> server, tcp::socket socket)
+  StreamConnection(std::shared_ptr<HttpServer::State> server, typename Protocol::socket socket)
       : server_(std::move(server)), stream_(std::move(socket)) {
     ++server_->open;
-    error_code ec;
-    auto remote = stream_.socket().remote_endpoint(ec);
-    if (!ec) peer_ = remote.address().to_string() + ":" + std::to_string(remote.port());
+    peer_ = PeerName(stream_.socket(), local_peer_);
   }
 
-  ~Connection() { --server_->open; }
-  Connection(const Connection&) = delete;
-  Connection& operator=(const Connection&) = delete;
+  ~StreamConnection() override { --server_->open; }
+  StreamConnection(const StreamConnection&) = delete;
+  StreamConnection& operator=(const StreamConnection&) = delete;
 
   void Start() {
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(true); });
+    asio::dispatch(stream_.get_executor(), [self = Self()] { self->ReadHeader(true); });
   }
 
   // From any thread (shutdown): a connection waiting for a request is closed now; one inside
   // a handler closes after its answer.
-  void Shutdown() {
-    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+  void Shutdown() override {
+    asio::post(stream_.get_executor(), [self = Self()] {
       if (!self->in_handler_) self->Close();
     });
   }
 
-  void Close() {
+  void Close() override {
     if (closed_) return;
     closed_ = true;
     error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().shutdown(asio::socket_base::shutdown_both, ec);
     stream_.close();
     gone_->store(true);
   }
 
   // Exchange side, always on the strand.
-  void Respond(HttpResponse response) {
+  void Respond(HttpResponse response) override {
     if (answered_ || closed_) return;
     answered_ = true;
     bool keep = KeepAlive();
@@ -108,7 +168,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void StartStream(int status, std::string content_type,
-                   std::vector<std::pair<std::string, std::string>> headers) {
+                   std::vector<std::pair<std::string, std::string>> headers) override {
     if (answered_ || closed_) return;
     answered_ = streaming_ = true;
     bool keep = KeepAlive();
@@ -121,22 +181,27 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Queue(SerializeHead(status, content_type, headers, keep) + "\r\n", false);
   }
 
-  void WriteChunk(std::string data) {
+  void WriteChunk(std::string data) override {
     if (!streaming_ || stream_ended_ || closed_ || data.empty()) return;
     if (queued_bytes_ > kMaxQueuedStreamBytes) return;
     Queue(Chunk(data), false);
   }
 
-  void EndStream() {
+  void EndStream() override {
     if (!streaming_ || stream_ended_ || closed_) return;
     stream_ended_ = true;
     Queue("0\r\n\r\n", true);
   }
 
-  std::shared_ptr<std::atomic<bool>> gone() const { return gone_; }
-  auto executor() { return stream_.get_executor(); }
+  std::shared_ptr<std::atomic<bool>> gone() const override { return gone_; }
+  asio::any_io_executor executor() override { return stream_.get_executor(); }
+  void Dispatch(HttpRequest request) override;
 
  private:
+  std::shared_ptr<StreamConnection> Self() {
+    return std::static_pointer_cast<StreamConnection>(shared_from_this());
+  }
+
   bool KeepAlive() const {
     return keep_alive_ && !server_->stopping && requests_ < server_->options.max_requests_per_connection;
   }
@@ -151,7 +216,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                 : std::max(server_->options.header_timeout, server_->options.idle_timeout));
     first_read_ = first;
     http::async_read_header(stream_, buffer_, *parser_,
-                            [self = shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+                            [self = Self()](error_code ec, size_t) { self->OnHeader(ec); });
   }
 
   void OnHeader(error_code ec) {
@@ -169,7 +234,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       // curl waits for this before sending a large body.
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
       asio::async_write(stream_, asio::buffer(*cont),
-                        [self = shared_from_this(), cont](error_code wec, size_t) {
+                        [self = Self(), cont](error_code wec, size_t) {
                           if (wec) return self->Failed(wec, "write");
                           self->ReadBody();
                         });
@@ -181,7 +246,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ReadBody() {
     stream_.expires_after(server_->options.body_timeout);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](error_code ec, size_t) { self->OnBody(ec); });
+                     [self = Self()](error_code ec, size_t) { self->OnBody(ec); });
   }
 
   void OnBody(error_code ec) {
@@ -206,6 +271,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     request.body = std::move(message.body());
     request.peer = peer_;
+    request.local_peer = local_peer_;
     method_ = request.method;
     answered_ = streaming_ = stream_ended_ = false;
     in_handler_ = true;
@@ -221,15 +287,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     Dispatch(std::move(request));
   }
 
-  void Dispatch(HttpRequest request);
-
   // While a handler runs, a read that ends in an error means the client is gone. Data that
   // arrives (a pipelined request) is kept for the next parse.
   void Watch() {
     if (watching_ || closed_) return;
     watching_ = true;
     stream_.socket().async_read_some(
-        asio::buffer(watch_buf_), [self = shared_from_this()](error_code ec, size_t n) {
+        asio::buffer(watch_buf_), [self = Self()](error_code ec, size_t n) {
           self->watching_ = false;
           if (!ec && n > 0) {
             auto dst = self->buffer_.prepare(n);
@@ -271,7 +335,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     out_.pop_front();
     // A stalled reader cannot hold a write forever.
     stream_.expires_after(server_->options.body_timeout);
-    asio::async_write(stream_, asio::buffer(*data), [self = shared_from_this(), data](error_code ec, size_t) {
+    asio::async_write(stream_, asio::buffer(*data), [self = Self(), data](error_code ec, size_t) {
       self->queued_bytes_ -= data->size();
       self->stream_.expires_never();
       if (ec) {
@@ -292,7 +356,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!keep_after_ || gone_->load() || server_->stopping) {
       // Half-close so the client reads everything before it sees the end.
       error_code ec;
-      stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+      stream_.socket().shutdown(asio::socket_base::shutdown_send, ec);
       if (gone_->load()) return Close();
       lingering_ = true;
       if (watching_) {
@@ -316,7 +380,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Linger() {
     if (closed_) return;
     stream_.expires_after(kLinger);
-    stream_.async_read_some(asio::buffer(watch_buf_), [self = shared_from_this()](error_code ec, size_t n) {
+    stream_.async_read_some(asio::buffer(watch_buf_), [self = Self()](error_code ec, size_t n) {
       self->lingered_ += n;
       if (ec || self->lingered_ > kMaxLingerBytes) return self->Close();
       self->Linger();
@@ -369,11 +433,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   std::shared_ptr<HttpServer::State> server_;
-  beast::tcp_stream stream_;
+  beast::basic_stream<Protocol> stream_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::array<char, 4096> watch_buf_{};
   std::string peer_, method_;
+  std::optional<LocalPeer> local_peer_;
   std::deque<std::string> out_;
   size_t queued_bytes_ = 0;
   size_t requests_ = 0;
@@ -442,7 +507,8 @@ class ConnectionExchange : public Exchange {
 
 }  // namespace
 
-void Connection::Dispatch(HttpRequest request) {
+template <class Protocol>
+void StreamConnection<Protocol>::Dispatch(HttpRequest request) {
   auto exchange = std::make_shared<ConnectionExchange>(shared_from_this());
   try {
     server_->handler(std::move(request), exchange);
@@ -452,9 +518,11 @@ void Connection::Dispatch(HttpRequest request) {
   }
 }
 
-void HttpServer::State::Accept() {
-  acceptor->async_accept(
-      asio::make_strand(io), [self = shared_from_this()](error_code ec, tcp::socket socket) {
+template <class Protocol>
+void HttpServer::State::Accept(typename Protocol::acceptor& listener) {
+  listener.async_accept(
+      asio::make_strand(io),
+      [self = shared_from_this(), &listener](error_code ec, typename Protocol::socket socket) {
         if (ec == asio::error::operation_aborted || self->stopping) return;
         if (!ec) {
           if (self->open.load() >= self->options.max_connections) {
@@ -469,14 +537,14 @@ void HttpServer::State::Accept() {
                                         .detail = "the server's connection limit is reached; retry"})
                     .body;
             *refusal += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-            auto sock = std::make_shared<tcp::socket>(std::move(socket));
+            auto sock = std::make_shared<typename Protocol::socket>(std::move(socket));
             asio::async_write(*sock, asio::buffer(*refusal), [sock, refusal](error_code, size_t) {
               error_code ignored;
-              sock->shutdown(tcp::socket::shutdown_both, ignored);
+              sock->shutdown(asio::socket_base::shutdown_both, ignored);
               sock->close(ignored);
             });
           } else {
-            auto connection = std::make_shared<Connection>(self, std::move(socket));
+            auto connection = std::make_shared<StreamConnection<Protocol>>(self, std::move(socket));
             {
               std::lock_guard lock(self->mu);
               self->connections.insert(connection);
@@ -484,29 +552,86 @@ void HttpServer::State::Accept() {
             connection->Start();
           }
         }
-        self->Accept();
+        self->template Accept<Protocol>(listener);
       });
 }
+
+namespace {
+
+Expected<void> ListenTcp(HttpServer::State& state) {
+  error_code ec;
+  auto address = asio::ip::make_address(state.options.host, ec);
+  if (ec) return std::unexpected(Error{"listen address '" + state.options.host + "': " + ec.message()});
+  tcp::endpoint endpoint(address, state.options.port);
+  state.acceptor.emplace(state.io);
+  state.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) state.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) state.acceptor->bind(endpoint, ec);
+  if (!ec) state.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return std::unexpected(Error{"cannot listen on " + state.options.host + ":" +
+                                 std::to_string(state.options.port) + ": " + ec.message()});
+  }
+  state.port = state.acceptor->local_endpoint().port();
+  return {};
+}
+
+// A socket file left by a server that died is replaced; one a live server answers on is not,
+// and neither is anything that is not a socket.
+Expected<void> ClearStaleSocket(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return {};
+  if (!S_ISSOCK(st.st_mode)) return Fail(path + " exists and is not a socket; not replacing it");
+  asio::io_context io;
+  local::socket probe(io);
+  error_code ec;
+  probe.connect(local::endpoint(path), ec);
+  if (!ec) return Fail("another server is already listening on " + path);
+  if (unlink(path.c_str()) != 0 && errno != ENOENT) return Fail(path + ": cannot remove the stale socket");
+  return {};
+}
+
+Expected<void> ListenUnix(HttpServer::State& state) {
+  const std::string& path = state.options.unix_path;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) return Fail("unix socket path too long: " + path);
+  if (auto cleared = ClearStaleSocket(path); !cleared) return cleared;
+  error_code ec;
+  state.local_acceptor.emplace(state.io);
+  state.local_acceptor->open(local(), ec);
+  if (!ec) state.local_acceptor->bind(local::endpoint(path), ec);
+  if (ec) return Fail("cannot listen on " + path + ": " + ec.message());
+  // Who may connect is the file's mode; who the client is, the server reads from the kernel at
+  // accept time, so a moment with the umask's mode before this chmod lets no one in.
+  struct stat st {};
+  if (chmod(path.c_str(), state.options.unix_mode) != 0 || lstat(path.c_str(), &st) != 0) {
+    unlink(path.c_str());
+    return Fail("cannot set the mode of " + path);
+  }
+  state.unix_path = path;
+  state.unix_dev = st.st_dev;
+  state.unix_ino = st.st_ino;
+  state.local_acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Fail("cannot listen on " + path + ": " + ec.message());
+  return {};
+}
+
+}  // namespace
 
 Expected<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions options, HttpHandler handler) {
   auto state = std::make_shared<State>();
   state->options = std::move(options);
   state->handler = std::move(handler);
-  error_code ec;
-  auto address = asio::ip::make_address(state->options.host, ec);
-  if (ec) return std::unexpected(Error{"listen address '" + state->options.host + "': " + ec.message()});
-  tcp::endpoint endpoint(address, state->options.port);
-  state->acceptor.emplace(state->io);
-  state->acceptor->open(endpoint.protocol(), ec);
-  if (!ec) state->acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) state->acceptor->bind(endpoint, ec);
-  if (!ec) state->acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return std::unexpected(Error{"cannot listen on " + state->options.host + ":" +
-                                 std::to_string(state->options.port) + ": " + ec.message()});
+  if (state->options.host.empty() && state->options.unix_path.empty()) {
+    return Fail("nothing to listen on: neither a TCP address nor a unix socket");
   }
-  state->port = state->acceptor->local_endpoint().port();
-  state->Accept();
+  if (!state->options.host.empty()) {
+    if (auto listening = ListenTcp(*state); !listening) return std::unexpected(listening.error());
+    state->Accept<tcp>(*state->acceptor);
+  }
+  if (!state->options.unix_path.empty()) {
+    if (auto listening = ListenUnix(*state); !listening) return std::unexpected(listening.error());
+    state->Accept<local>(*state->local_acceptor);
+  }
   size_t threads = std::max<size_t>(1, state->options.io_threads);
   for (size_t i = 0; i < threads; ++i) {
     state->threads.emplace_back([s = state.get()] { s->io.run(); });
@@ -537,7 +662,14 @@ void HttpServer::StopAccepting() {
   asio::post(state_->io, [s = state_] {
     error_code ec;
     if (s->acceptor) s->acceptor->close(ec);
+    if (s->local_acceptor) s->local_acceptor->close(ec);
   });
+  // The socket file goes with the listener, unless another server has replaced it since.
+  struct stat st {};
+  if (!state_->unix_path.empty() && lstat(state_->unix_path.c_str(), &st) == 0 &&
+      st.st_dev == state_->unix_dev && st.st_ino == state_->unix_ino) {
+    unlink(state_->unix_path.c_str());
+  }
   std::lock_guard lock(state_->mu);
   for (const auto& weak : state_->connections) {
     if (auto c = weak.lock()) c->Shutdown();

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <sys/types.h>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -21,8 +22,13 @@
 namespace execbox::api {
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";
-  uint16_t port = 8080;  // 0: any free port (see HttpServer::port)
+  std::string host = "127.0.0.1";  // "": no TCP listener (unix_path only)
+  uint16_t port = 8080;            // 0: any free port (see HttpServer::port)
+  // Also (or only) a Unix stream socket here, "" for none, made with this mode. A socket file
+  // a live server answers on is never replaced; a stale one is. Its requests carry the client's
+  // kernel credentials (HttpRequest::local_peer).
+  std::string unix_path;
+  mode_t unix_mode = 0660;
   size_t max_connections = 512;
   size_t max_header_bytes = 16 << 10;
   size_t max_body_bytes = 48 << 20;
@@ -45,7 +51,7 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  uint16_t port() const;
+  uint16_t port() const;  // 0 without a TCP listener
   size_t connections() const;
   // Closes the listening socket and every connection that is not inside a handler; those
   // finish their answer and then close (no keep-alive from now on).

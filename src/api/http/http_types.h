@@ -3,16 +3,27 @@
 // with a whole response or with a stream (SSE). Handlers may answer from any thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace execbox::api {
+
+// A client on the Unix socket as the kernel saw it when it connected.
+struct LocalPeer {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (SO_PEERGROUPS)
+};
 
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
@@ -22,7 +33,8 @@ struct HttpRequest {
   // Header names lower-cased; a repeated header keeps its values joined with ", ".
   std::map<std::string, std::string> headers;
   std::string body;
-  std::string peer;  // "address:port" of the client
+  std::string peer;  // "address:port" of the client; "local uid U pid P" on the Unix socket
+  std::optional<LocalPeer> local_peer;  // set for requests on the Unix socket only
 
   // The header's value, or "" when absent.
   std::string_view Header(const std::string& lower_name) const {
