@@ -7,6 +7,7 @@
 #include "base/io.h"
 #include "cli/keep_files.h"
 #include "cli/limit_options.h"
+#include "cli/local_server.h"
 #include "cli/source.h"
 #include "engine/gate.h"
 #include "engine/result_json.h"
@@ -24,6 +25,7 @@ struct RunArgs {
   std::vector<std::string> files;
   std::string keep_files;
   std::string policy = "permissive";
+  std::string server = "auto";  // auto, always, never
 };
 
 const char* const kExitCodes =
@@ -73,13 +75,46 @@ Expected<engine::ExecutionRequest> MakeRequest(const RunArgs& a) {
   return request;
 }
 
+// What follows the code's own output, whichever engine ran it; the exit status.
+int Finish(const RunArgs& a, engine::Result& result, const nlohmann::json& json) {
+  if (!a.keep_files.empty()) {
+    if (auto s = WriteFilesUnder(a.keep_files, result.files); !s) {
+      std::cerr << "execbox run: --keep-files: " << s.error().message << "\n";
+    }
+  }
+  if (a.json) {
+    std::cout << engine::Dump(json, 2) << std::endl;
+    return engine::ProcessExitCode(result);
+  }
+  // The code's output and traceback streamed live; the rest of the one text rendering follows.
+  for (const auto& part : engine::RenderText(result, {.streams = false})) {
+    (void)WriteAll(part.to_stderr ? STDERR_FILENO : STDOUT_FILENO, part.text + "\n");
+  }
+  return engine::ProcessExitCode(result);
+}
+
 int Run(const RunArgs& a) {
   auto request = MakeRequest(a);
   if (!request) {
     std::cerr << "execbox run: " << request.error().message << "\n";
     return 2;
   }
-  // A cold jail per run: nothing to keep warm for one execution.
+  if (a.server != "never") {
+    ServerAttempt attempt = RunOnLocalServer(*request, !a.json);
+    if (attempt.result) {
+      // A server collects files always; a run that did not ask for them shows none.
+      if (!request->program.collect_files) {
+        attempt.result->files.clear();
+        attempt.result->skipped_files.clear();
+      }
+      return Finish(a, *attempt.result, attempt.json);
+    }
+    if (attempt.output_started || a.server == "always") {
+      std::cerr << "execbox run: " << attempt.why_not << "\n";
+      return attempt.http_status >= 400 && attempt.http_status < 500 ? 2 : 70;
+    }
+  }
+  // A cold jail of our own: nothing to keep warm for one execution.
   auto engine = engine::Engine::Create({.warm = false});
   if (!engine) {
     std::cerr << "execbox run: " << engine.error().message << "\n";
@@ -95,20 +130,7 @@ int Run(const RunArgs& a) {
   auto result =
       gate.Execute(LocalCaller(), std::move(*request), {.transport = engine::Transport::kCli}, options);
   if (!result) return ReportRefusal("run", result.error());
-  if (!a.keep_files.empty()) {
-    if (auto s = WriteFilesUnder(a.keep_files, result->files); !s) {
-      std::cerr << "execbox run: --keep-files: " << s.error().message << "\n";
-    }
-  }
-  if (a.json) {
-    std::cout << engine::Dump(engine::ToJson(*result), 2) << std::endl;
-    return engine::ProcessExitCode(*result);
-  }
-  // The code's output and traceback streamed live; the rest of the one text rendering follows.
-  for (const auto& part : engine::RenderText(*result, {.streams = false})) {
-    (void)WriteAll(part.to_stderr ? STDERR_FILENO : STDOUT_FILENO, part.text + "\n");
-  }
-  return engine::ProcessExitCode(*result);
+  return Finish(a, *result, engine::ToJson(*result));
 }
 
 }  // namespace
@@ -125,6 +147,12 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
   AddPolicyOption(*run, args->policy);
+  run->add_option("--server", args->server,
+                  "auto: run on a local `execbox serve --unix` when one answers (EXECBOX_SOCKET, else\n"
+                  "$XDG_RUNTIME_DIR/execbox/execbox.sock, then /run/execbox/execbox.sock) and takes the\n"
+                  "request, else in a cold jail; always: only there; never: always cold")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->default_str("auto");
   run->callback([args, &exit_status] { exit_status = Run(*args); });
 }
 

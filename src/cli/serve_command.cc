@@ -25,7 +25,8 @@ const std::string kServeHelp =
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
     "socket, where the kernel names the client: the server's user, root and its group's members.\n"
     "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
-    "tokens). With no key configured the server only listens on loopback and prints a generated token. SIGTERM or SIGINT: stop accepting, let running\n"
+    "tokens). With no key configured the server only listens on loopback and prints a generated token. "
+    "SIGTERM or SIGINT: stop accepting, let running\n"
     "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
     "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
     "Without --config, " +
@@ -232,7 +233,8 @@ int RunServe(const ServeArgs& args) {
   }
   api->set_connection_count([s = server->get()] { return s->connections(); });
   std::string host = where->host.find(':') != std::string::npos ? "[" + where->host + "]" : where->host;
-  std::string url = tcp ? "http://" + host + ":" + std::to_string((*server)->port()) : "unix:" + config.unix_socket;
+  std::string url =
+      tcp ? "http://" + host + ":" + std::to_string((*server)->port()) : "unix:" + config.unix_socket;
   if (!generated.empty()) {
     std::cerr << "execbox serve: no API key configured; this run's token (loopback only):\n"
               << "    Authorization: Bearer " << generated << "\n";
@@ -272,8 +274,9 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   auto args = std::make_shared<ServeArgs>();
   CLI::App* serve = app.add_subcommand("serve", "HTTP API and MCP over Streamable HTTP");
   serve->footer(kServeHelp);
-  serve->add_option("--listen", args->listen,
-                    "host:port to listen on ([v6]:port; port 0 picks one; none: the Unix socket only)")
+  serve
+      ->add_option("--listen", args->listen,
+                   "host:port to listen on ([v6]:port; port 0 picks one; none: the Unix socket only)")
       ->default_str("127.0.0.1:8080");
   serve->add_option("--unix", args->unix_socket,
                     "Also serve on this Unix socket (mode 0660): the server's user, root and its group's\n"

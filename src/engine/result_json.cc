@@ -102,4 +102,102 @@ std::string Dump(const json& j, int indent) {
   return j.dump(indent, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// The member of `j` named `key` as a T; an error names the field.
+template <typename T>
+Expected<T> Field(const json& j, const char* key, const std::string& at) {
+  auto it = j.find(key);
+  if (it == j.end()) return Fail("the result has no '" + at + key + "'");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    return Fail("the result's '" + at + key + "' has the wrong type");
+  }
+}
+
+Expected<StreamText> StreamOf(const json& j, const std::string& name) {
+  auto text = Field<std::string>(j, name.c_str(), "");
+  auto truncated = Field<bool>(j, (name + "_truncated").c_str(), "");
+  auto bytes = Field<uint64_t>(j, (name + "_bytes").c_str(), "");
+  if (!text) return std::unexpected(text.error());
+  if (!truncated) return std::unexpected(truncated.error());
+  if (!bytes) return std::unexpected(bytes.error());
+  StreamText out{.text = std::move(*text), .truncated = *truncated, .total_bytes = *bytes};
+  out.dropped_bytes = *bytes > out.text.size() ? *bytes - out.text.size() : 0;
+  return out;
+}
+
+}  // namespace
+
+Expected<Result> ResultFromJson(const json& j) {
+  if (!j.is_object()) return Fail("the result is not a JSON object");
+  Result r;
+  try {
+    const std::string status = j.at("status").get<std::string>();
+    bool known = false;
+    for (int s = 0; s <= static_cast<int>(Status::kInternalError) && !known; ++s) {
+      if (status == StatusName(static_cast<Status>(s))) {
+        r.status = static_cast<Status>(s);
+        known = true;
+      }
+    }
+    if (!known) return Fail("the result's status '" + status + "' is not one this client knows");
+    r.exit_code = j.at("exit_code").get<int>();
+    r.signal = j.at("signal").is_null() ? 0 : j.at("signal").get<int>();
+    auto out = StreamOf(j, "stdout");
+    if (!out) return std::unexpected(out.error());
+    r.stdout_text = std::move(*out);
+    auto err = StreamOf(j, "stderr");
+    if (!err) return std::unexpected(err.error());
+    r.stderr_text = std::move(*err);
+    for (const auto& s : j.at("streams"))
+      r.streams.push_back({s.at("name").get<std::string>(), s.at("text").get<std::string>()});
+    r.streams_truncated = j.at("streams_truncated").get<bool>();
+    if (!j.at("result").is_null()) r.result = j.at("result");
+    for (const auto& d : j.at("display")) r.display.push_back(d);
+    if (const json& e = j.at("error"); !e.is_null()) {
+      ErrorInfo info{.ename = e.at("ename").get<std::string>(),
+                     .evalue = e.at("evalue").get<std::string>(),
+                     .traceback = e.at("traceback").get<std::vector<std::string>>()};
+      if (e.contains("line")) info.line = e.at("line").get<int64_t>();
+      if (e.contains("column")) info.column = e.at("column").get<int64_t>();
+      if (e.contains("text")) info.text = e.at("text").get<std::string>();
+      r.error = std::move(info);
+    }
+    for (const auto& f : j.at("findings")) {
+      r.findings.push_back({.rule = f.at("rule").get<std::string>(),
+                            .severity = f.at("severity").get<std::string>(),
+                            .line = f.at("line").get<int64_t>(),
+                            .column = f.at("column").get<int64_t>(),
+                            .message = f.at("message").get<std::string>(),
+                            .suggestion = f.at("suggestion").get<std::string>()});
+    }
+    if (auto it = j.find("session"); it != j.end()) {
+      r.session = SessionState{.id = it->at("id").get<std::string>(),
+                               .generation = it->at("generation").get<uint64_t>(),
+                               .preserved = it->at("state").get<std::string>() != "lost",
+                               .lost_reason = it->value("reason", "")};
+    }
+    const json& usage = j.at("usage");
+    r.engine = usage.at("engine").get<std::string>();
+    r.usage.setup_ms = usage.at("setup_ms").get<uint64_t>();
+    r.usage.wall_ms = usage.at("wall_ms").get<uint64_t>();
+    r.usage.cpu_ms = usage.at("cpu_ms").get<uint64_t>();
+    r.usage.peak_memory_bytes = usage.at("peak_memory_bytes").get<uint64_t>();
+    for (const auto& f : j.at("files")) {
+      auto content = Base64Decode(f.at("content_base64").get<std::string>());
+      if (!content) return Fail("the result's file '" + f.at("name").get<std::string>() + "' is not base64");
+      r.files.push_back({.name = f.at("name").get<std::string>(),
+                         .mime_type = f.at("mime_type").get<std::string>(),
+                         .content = std::move(*content)});
+    }
+    r.skipped_files = j.at("skipped_files").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    // at() names the key it missed; get() the type it wanted.
+    return Fail(std::string("the result does not have the documented shape: ") + e.what());
+  }
+  return r;
+}
+
 }  // namespace execbox::engine

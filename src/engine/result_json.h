@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "engine/result.h"
 
 namespace execbox::engine {
@@ -11,6 +12,13 @@ namespace execbox::engine {
 nlohmann::json ToJson(const Result& r);
 // Its "usage" object alone (for the audit log).
 nlohmann::json UsageJson(const Result& r);
+
+// A Result read back from ToJson's form, as a client of the API renders it (`execbox run`
+// through a local server): everything RenderText, ProcessExitCode and --keep-files read
+// (status, exit, streams, result, display, error, findings, session, usage, files). "limits" and
+// "isolation" are not read back: such a client passes the JSON itself on where it shows them.
+// An error says which field is missing or of the wrong type.
+Expected<Result> ResultFromJson(const nlohmann::json& j);
 
 // Serialized with invalid UTF-8 replaced.
 std::string Dump(const nlohmann::json& j, int indent = -1);

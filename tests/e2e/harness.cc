@@ -82,6 +82,9 @@ Invocation RunExecbox(const std::vector<std::string>& args, Mode mode, const std
   cmd.insert(cmd.begin(), wrapper.begin(), wrapper.end());
   // Built before fork: the child only execs.
   std::vector<std::string> env_strings(extra_env);
+  // These tests are of the cold jail: a server that runs on this machine must not take their
+  // `execbox run`s (the first of a repeated variable is the one getenv sees).
+  env_strings.emplace_back("EXECBOX_SOCKET=/nonexistent/execbox-e2e.sock");
   for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
 #if defined(__SANITIZE_ADDRESS__)
   // ASan keeps freed memory in a quarantine of up to 256 MB, which the memory-bound tests

@@ -215,11 +215,27 @@ TEST(ParseExecuteBody, EveryFieldIsRead) {
   EXPECT_EQ(p.limits.open_files, jail::Limits{}.open_files);
 }
 
+TEST(ParseExecuteBody, FilenameIsWhatTracebacksShow) {
+  auto named = Admit(R"j({"code": "1", "filename": "/home/me/script.py"})j");
+  ASSERT_TRUE(named.has_value()) << named.error().detail;
+  EXPECT_EQ(named->program.display_name, "/home/me/script.py");
+  auto unnamed = Admit(R"j({"code": "1"})j");
+  ASSERT_TRUE(unnamed.has_value());
+  EXPECT_EQ(unnamed->program.display_name, "<cell>");
+  ExpectProblem(ExecuteProblem(json{{"code", "1"}, {"filename", "a\nb"}}.dump()), 400, "invalid-value",
+                "'filename'");
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "filename": ""})j"), 400, "invalid-value", "'filename'");
+  ExpectProblem(ExecuteProblem(json{{"code", "1"}, {"filename", std::string(1021, 'a')}}.dump()), 400,
+                "invalid-value", "'filename'");
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "filename": 7})j"), 400, "wrong-type", "'filename'");
+}
+
 TEST(ParseExecuteBody, NullIsAbsentForOptionalFields) {
   auto r = Admit(
-      R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "session_id": null})j");
+      R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "filename": null, "session_id": null})j");
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.policy, "permissive");
+  EXPECT_EQ(r->program.display_name, "<cell>");
   EXPECT_FALSE(r->session_id.has_value());
   ExpectProblem(ExecuteProblem(R"j({"code": null})j"), 400, "wrong-type", "'code'");
 }
@@ -557,7 +573,7 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
     return out;
   };
   EXPECT_EQ(keys(schemas["ExecuteRequest"]["properties"]),
-            (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "session_id"}));
+            (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "session_id"}));
   EXPECT_EQ(schemas["ExecuteRequest"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["Limits"]["properties"]),
             (std::set<std::string>{"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",

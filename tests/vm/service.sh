@@ -67,6 +67,9 @@ check service-memory-limit '"status":"memory_limit"|"enforced_by":"cgroup-v2"' \
   execute "$(python3 -c 'import json, sys; print(json.dumps({"code": sys.argv[1], "limits": {"memory_mb": 64}}))' "$bomb")"
 check service-session '"id":"s_[0-9a-f]{32}"' \
   curl -s -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d '{}' http://127.0.0.1:8080/v1/sessions
+check service-socket-0660-execbox '^srw-rw---- execbox:execbox$' stat -c '%A %U:%G' /run/execbox/execbox.sock
+check service-run-through-the-socket '"engine": "warm"|"stdout": "42\\n"' \
+  execbox run --server always --json -c 'print(6 * 7)'
 check service-audit-log '"route":"execute"' cat /var/log/execbox/audit.log
 
 group=/sys/fs/cgroup/system.slice/execbox.service

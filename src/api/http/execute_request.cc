@@ -356,12 +356,13 @@ std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_vi
                                                                   bool allow_session_id, size_t max_files) {
   auto doc = ParseJsonObject(body);
   if (!doc) return std::unexpected(std::move(doc.error()));
-  const std::string allowed = allow_session_id
-                                  ? Join({"code", "stdin", "files", "limits", "policy", "session_id"})
-                                  : Join({"code", "stdin", "files", "limits", "policy"});
+  const std::string allowed =
+      allow_session_id ? Join({"code", "stdin", "files", "limits", "policy", "filename", "session_id"})
+                       : Join({"code", "stdin", "files", "limits", "policy", "filename"});
   for (const auto& item : doc->items()) {
     const std::string& k = item.key();
-    if (k == "code" || k == "stdin" || k == "files" || k == "limits" || k == "policy") continue;
+    if (k == "code" || k == "stdin" || k == "files" || k == "limits" || k == "policy" || k == "filename")
+      continue;
     if (k == "session_id" && allow_session_id) continue;
     return UnknownField(k, allowed, k == "session_id" ? "; the session is the one named in the path" : "");
   }
@@ -382,6 +383,17 @@ std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_vi
   auto policy = ReadPolicy(*doc);
   if (!policy) return std::unexpected(std::move(policy.error()));
   p.policy = std::move(*policy);
+
+  // The name tracebacks give the code (`execbox run script.py` sends "script.py"): one line.
+  auto filename = OptionalString(*doc, "filename", "filename");
+  if (!filename) return std::unexpected(std::move(filename.error()));
+  if (*filename) {
+    const std::string& name = **filename;
+    if (name.empty() || name.size() > kMaxPathBytes ||
+        name.find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
+      return InvalidValue("filename", "must be one line of 1 to " + std::to_string(kMaxPathBytes) + " bytes");
+    p.display_name = name;
+  }
 
   auto limits = ReadLimits(*doc);
   if (!limits) return std::unexpected(std::move(limits.error()));
@@ -417,6 +429,17 @@ std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view
   auto policy = ReadPolicy(*doc);
   if (!policy) return std::unexpected(std::move(policy.error()));
   p.policy = std::move(*policy);
+
+  // The name tracebacks give the code (`execbox run script.py` sends "script.py"): one line.
+  auto filename = OptionalString(*doc, "filename", "filename");
+  if (!filename) return std::unexpected(std::move(filename.error()));
+  if (*filename) {
+    const std::string& name = **filename;
+    if (name.empty() || name.size() > kMaxPathBytes ||
+        name.find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
+      return InvalidValue("filename", "must be one line of 1 to " + std::to_string(kMaxPathBytes) + " bytes");
+    p.display_name = name;
+  }
   p.collect_files = false;  // as `execbox check`: nothing to collect
   return call;
 }

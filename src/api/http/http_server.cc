@@ -233,11 +233,10 @@ class StreamConnection final : public Connection {
     if (beast::iequals(req[http::field::expect], "100-continue") && !parser_->is_done()) {
       // curl waits for this before sending a large body.
       auto cont = std::make_shared<std::string>("HTTP/1.1 100 Continue\r\n\r\n");
-      asio::async_write(stream_, asio::buffer(*cont),
-                        [self = Self(), cont](error_code wec, size_t) {
-                          if (wec) return self->Failed(wec, "write");
-                          self->ReadBody();
-                        });
+      asio::async_write(stream_, asio::buffer(*cont), [self = Self(), cont](error_code wec, size_t) {
+        if (wec) return self->Failed(wec, "write");
+        self->ReadBody();
+      });
       return;
     }
     ReadBody();
@@ -292,28 +291,27 @@ class StreamConnection final : public Connection {
   void Watch() {
     if (watching_ || closed_) return;
     watching_ = true;
-    stream_.socket().async_read_some(
-        asio::buffer(watch_buf_), [self = Self()](error_code ec, size_t n) {
-          self->watching_ = false;
-          if (!ec && n > 0) {
-            auto dst = self->buffer_.prepare(n);
-            asio::buffer_copy(dst, asio::buffer(self->watch_buf_.data(), n));
-            self->buffer_.commit(n);
-            if (self->buffer_.size() <= self->server_->options.max_header_bytes && !self->next_read_ &&
-                !self->lingering_) {
-              return self->Watch();
-            }
-          } else if (ec && ec != asio::error::operation_aborted) {
-            self->gone_->store(true);
-            if (self->in_handler_) return;  // the handler answers into the void; then we close
-            return self->Close();
-          }
-          if (self->lingering_) return self->Linger();
-          if (self->next_read_) {
-            self->next_read_ = false;
-            self->ReadHeader(false);
-          }
-        });
+    stream_.socket().async_read_some(asio::buffer(watch_buf_), [self = Self()](error_code ec, size_t n) {
+      self->watching_ = false;
+      if (!ec && n > 0) {
+        auto dst = self->buffer_.prepare(n);
+        asio::buffer_copy(dst, asio::buffer(self->watch_buf_.data(), n));
+        self->buffer_.commit(n);
+        if (self->buffer_.size() <= self->server_->options.max_header_bytes && !self->next_read_ &&
+            !self->lingering_) {
+          return self->Watch();
+        }
+      } else if (ec && ec != asio::error::operation_aborted) {
+        self->gone_->store(true);
+        if (self->in_handler_) return;  // the handler answers into the void; then we close
+        return self->Close();
+      }
+      if (self->lingering_) return self->Linger();
+      if (self->next_read_) {
+        self->next_read_ = false;
+        self->ReadHeader(false);
+      }
+    });
   }
 
   void Queue(std::string data, bool last) {
@@ -520,40 +518,39 @@ void StreamConnection<Protocol>::Dispatch(HttpRequest request) {
 
 template <class Protocol>
 void HttpServer::State::Accept(typename Protocol::acceptor& listener) {
-  listener.async_accept(
-      asio::make_strand(io),
-      [self = shared_from_this(), &listener](error_code ec, typename Protocol::socket socket) {
-        if (ec == asio::error::operation_aborted || self->stopping) return;
-        if (!ec) {
-          if (self->open.load() >= self->options.max_connections) {
-            // Answer, then close: a client learns why rather than seeing a reset.
-            self->Drop("connection_limit");
-            auto refusal = std::make_shared<std::string>(
-                SerializeHead(503, "application/problem+json", {{"Retry-After", "1"}}, false));
-            std::string body =
-                ProblemResponse(Problem{.status = 503,
-                                        .type = "too-many-connections",
-                                        .title = "Too many connections",
-                                        .detail = "the server's connection limit is reached; retry"})
-                    .body;
-            *refusal += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-            auto sock = std::make_shared<typename Protocol::socket>(std::move(socket));
-            asio::async_write(*sock, asio::buffer(*refusal), [sock, refusal](error_code, size_t) {
-              error_code ignored;
-              sock->shutdown(asio::socket_base::shutdown_both, ignored);
-              sock->close(ignored);
-            });
-          } else {
-            auto connection = std::make_shared<StreamConnection<Protocol>>(self, std::move(socket));
-            {
-              std::lock_guard lock(self->mu);
-              self->connections.insert(connection);
-            }
-            connection->Start();
-          }
+  listener.async_accept(asio::make_strand(io), [self = shared_from_this(), &listener](
+                                                   error_code ec, typename Protocol::socket socket) {
+    if (ec == asio::error::operation_aborted || self->stopping) return;
+    if (!ec) {
+      if (self->open.load() >= self->options.max_connections) {
+        // Answer, then close: a client learns why rather than seeing a reset.
+        self->Drop("connection_limit");
+        auto refusal = std::make_shared<std::string>(
+            SerializeHead(503, "application/problem+json", {{"Retry-After", "1"}}, false));
+        std::string body =
+            ProblemResponse(Problem{.status = 503,
+                                    .type = "too-many-connections",
+                                    .title = "Too many connections",
+                                    .detail = "the server's connection limit is reached; retry"})
+                .body;
+        *refusal += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        auto sock = std::make_shared<typename Protocol::socket>(std::move(socket));
+        asio::async_write(*sock, asio::buffer(*refusal), [sock, refusal](error_code, size_t) {
+          error_code ignored;
+          sock->shutdown(asio::socket_base::shutdown_both, ignored);
+          sock->close(ignored);
+        });
+      } else {
+        auto connection = std::make_shared<StreamConnection<Protocol>>(self, std::move(socket));
+        {
+          std::lock_guard lock(self->mu);
+          self->connections.insert(connection);
         }
-        self->template Accept<Protocol>(listener);
-      });
+        connection->Start();
+      }
+    }
+    self->template Accept<Protocol>(listener);
+  });
 }
 
 namespace {

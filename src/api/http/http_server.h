@@ -5,13 +5,14 @@
 // while a handler runs the connection watches for the client going away.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <sys/types.h>
 #include <string_view>
 #include <utility>
 #include <vector>
