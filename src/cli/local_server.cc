@@ -4,7 +4,6 @@
 
 #include <cstdlib>
 
-#include "api/http/local_client.h"
 #include "base/base64.h"
 #include "base/io.h"
 #include "engine/limit_schema.h"
@@ -57,6 +56,16 @@ std::vector<std::string> LocalServerSockets() {
   return out;
 }
 
+Expected<FoundServer> FindLocalServer() {
+  std::string why_not;
+  for (const auto& path : LocalServerSockets()) {
+    auto connected = api::LocalClient::Connect(path);
+    if (connected) return FoundServer{.path = path, .client = std::move(*connected)};
+    why_not += (why_not.empty() ? "" : "; ") + connected.error().message;
+  }
+  return Fail(why_not);
+}
+
 ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool stream_output) {
   ServerAttempt attempt;
   auto body = ExecuteBody(request);
@@ -64,16 +73,12 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
     attempt.why_not = "the code or its stdin is not UTF-8, which the API cannot carry";
     return attempt;
   }
-  std::unique_ptr<api::LocalClient> client;
-  for (const auto& path : LocalServerSockets()) {
-    auto connected = api::LocalClient::Connect(path);
-    if (connected) {
-      client = std::move(*connected);
-      break;
-    }
-    attempt.why_not += (attempt.why_not.empty() ? "" : "; ") + connected.error().message;
+  auto found = FindLocalServer();
+  if (!found) {
+    attempt.why_not = found.error().message;
+    return attempt;
   }
-  if (!client) return attempt;
+  std::unique_ptr<api::LocalClient> client = std::move(found->client);
 
   std::string result_text, failure;
   api::LocalClient::EventHandler on_event;

@@ -4,11 +4,13 @@
 // runs cold; the result's usage.engine says which it was.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "api/http/local_client.h"
 #include "engine/gate.h"
 #include "engine/result.h"
 
@@ -18,6 +20,14 @@ namespace execbox::cli {
 // ($XDG_RUNTIME_DIR/execbox/execbox.sock, the user unit's), then the system's
 // (/run/execbox/execbox.sock, the package's).
 std::vector<std::string> LocalServerSockets();
+
+// The first of LocalServerSockets() a trusted server answers on, connected; else why not, for
+// each place looked at.
+struct FoundServer {
+  std::string path;
+  std::unique_ptr<api::LocalClient> client;
+};
+Expected<FoundServer> FindLocalServer();
 
 struct ServerAttempt {
   std::optional<engine::Result> result;  // it ran on the server

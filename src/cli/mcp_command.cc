@@ -14,6 +14,8 @@
 #include "api/mcp/mcp_server.h"
 #include "base/build_info.h"
 #include "base/io.h"
+#include "cli/local_server.h"
+#include "cli/mcp_bridge.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {
@@ -27,10 +29,13 @@ const char* const kMcpHelp =
     "admission ([admission]) and a caller's rate and concurrency (those of an API key by default).\n"
     "The warm pool starts first; where it cannot (for example no cgroups for an unprivileged user)\n"
     "every execution gets a cold jail and the session tools say that they need the pool. At the end\n"
-    "of input, running calls finish, the sessions created are closed, and the server exits 0.";
+    "of input, running calls finish, the sessions created are closed, and the server exits 0.\n"
+    "With a local `execbox serve --unix` running (see --server), it serves through that server's /mcp\n"
+    "instead: at once, on its warm pool, under its settings, as the local user.";
 
 struct McpArgs {
   std::string config_file;
+  std::string server = "auto";  // auto, always, never
 };
 
 // Warm first; a host that cannot run the pool still gets cold, stateless executions.
@@ -50,7 +55,9 @@ Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& c
 
 // Reads standard input line by line, never holding more than one over-long line's first
 // 16 MiB: the rest of such a line is skipped and the line answered with a parse error.
-void Serve(api::McpServer& server) {
+// `Server` is McpServer or McpBridge: HandleLine, HandleOversized, Drain.
+template <typename Server>
+void Serve(Server& server) {
   std::string pending;
   bool oversized = false;
   char buf[1 << 16];
@@ -90,6 +97,20 @@ void Serve(api::McpServer& server) {
 }
 
 int RunMcp(const McpArgs& args) {
+  // A local server's pool when there is one, unless this process was given settings of its own.
+  if (args.server == "always" || (args.server == "auto" && args.config_file.empty())) {
+    auto found = FindLocalServer();
+    if (found) {
+      std::cerr << "execbox mcp: serving on stdio through the local server on " << found->path << "\n";
+      McpBridge bridge(found->path);
+      Serve(bridge);
+      return 0;
+    }
+    if (args.server == "always") {
+      std::cerr << "execbox mcp: " << found.error().message << "\n";
+      return 70;
+    }
+  }
   api::ServerConfig config = api::DefaultConfig();
   if (!args.config_file.empty()) {
     if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
@@ -142,6 +163,11 @@ void AddMcpCommand(CLI::App& app, int& exit_status) {
   mcp->footer(kMcpHelp);
   mcp->add_option("--config", args->config_file,
                   "TOML configuration file, as for execbox serve (limits, admission, engine, audit_log)");
+  mcp->add_option("--server", args->server,
+                  "auto: serve through a local `execbox serve --unix` when one answers (as `execbox run`\n"
+                  "finds it) and no --config is given, else in this process; always; never")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->default_str("auto");
   mcp->callback([args, &exit_status] { exit_status = RunMcp(*args); });
 }
 

@@ -1,9 +1,14 @@
 // The official MCP TypeScript SDK client against `execbox mcp` over stdio: if the SDK accepts
 // our replies (it validates them with its own schemas), other clients should too.
+//   node client_test.mjs EXECBOX [--server never|always]
+// With EXECBOX_SOCKET set, `execbox mcp` is given it: --server always then serves through that
+// local server's /mcp, and the executions must have run on its warm pool.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
 
 const execbox = process.argv[2];
+const mcpArgs = ["mcp", ...process.argv.slice(3)];
+const throughServer = mcpArgs.includes("always");
 let passed = 0, failed = 0;
 
 function check(name, condition, detail = "") {
@@ -27,7 +32,9 @@ async function step(name, fn) {
 
 const textOf = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
 
-const transport = new StdioClientTransport({ command: execbox, args: ["mcp"], stderr: "inherit" });
+const env = getDefaultEnvironment();
+if (process.env.EXECBOX_SOCKET) env.EXECBOX_SOCKET = process.env.EXECBOX_SOCKET;
+const transport = new StdioClientTransport({ command: execbox, args: mcpArgs, env, stderr: "inherit" });
 const client = new Client({ name: "execbox-test", version: "1.0.0" });
 // The client hands the negotiated revision to transports that want it (HTTP does); catch it here.
 let negotiated;
@@ -73,6 +80,8 @@ await step("print", async () => {
     r.structuredContent?.error === null && r.structuredContent?.result === null && Array.isArray(r.structuredContent?.display) &&
     r.structuredContent?.limits?.memory_mb?.value === 256 && r.structuredContent?.limits?.timeout_seconds?.value === 30,
     JSON.stringify(r.structuredContent));
+  if (throughServer) check("print: on the local server's warm pool", r.structuredContent?.usage?.engine === "warm",
+    JSON.stringify(r.structuredContent?.usage));
 });
 
 await step("plot", async () => {

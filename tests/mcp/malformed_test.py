@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 execbox = sys.argv[1]
-proc = subprocess.Popen([execbox, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+proc = subprocess.Popen([execbox, "mcp", "--server", "never"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 failures = 0
 
 

@@ -7,6 +7,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 
 namespace execbox::api {
 namespace {
@@ -40,7 +41,8 @@ void TakeEvents(std::string& pending, const LocalClient::EventHandler& on_event)
       }
     }
     data = joined;
-    on_event(name, data);
+    // A block without data (": keep-alive") is a comment, not an event.
+    if (!data.empty() || !name.empty()) on_event(name, data);
     pending.erase(0, end + 2);
   }
 }
@@ -76,14 +78,22 @@ Expected<std::unique_ptr<LocalClient>> LocalClient::Connect(const std::string& p
 
 Expected<LocalClient::Reply> LocalClient::Post(const std::string& target, const std::string& json_body,
                                                const EventHandler& on_event) {
-  http::request<http::string_body> request{http::verb::post, target, 11};
-  request.set(http::field::host, "localhost");
-  request.set(http::field::content_type, "application/json");
-  if (on_event) request.set(http::field::accept, "text/event-stream");
-  request.body() = json_body;
-  request.prepare_payload();
+  Request request{.target = target, .json_body = json_body, .headers = {}};
+  if (on_event) request.headers.emplace_back("Accept", "text/event-stream");
+  return Send(request, on_event);
+}
+
+Expected<LocalClient::Reply> LocalClient::Send(const Request& request, const EventHandler& on_event) {
+  http::request<http::string_body> out{http::string_to_verb(request.method), request.target, 11};
+  out.set(http::field::host, "localhost");
+  for (const auto& [name, value] : request.headers) out.set(name, value);
+  if (!request.json_body.empty()) {
+    out.set(http::field::content_type, "application/json");
+    out.body() = request.json_body;
+  }
+  out.prepare_payload();
   error_code ec;
-  http::write(impl_->socket, request, ec);
+  http::write(impl_->socket, out, ec);
   if (ec) return Fail("the local server: cannot send the request: " + ec.message());
 
   http::response_parser<http::buffer_body> parser;
@@ -94,14 +104,21 @@ Expected<LocalClient::Reply> LocalClient::Post(const std::string& target, const 
   if (ec) return Fail("the local server closed the connection: " + ec.message());
   Reply reply{.status = static_cast<int>(parser.get().result_int()),
               .content_type = std::string(parser.get()[http::field::content_type]),
+              .headers = {},
               .body = {}};
+  for (const auto& field : parser.get()) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    reply.headers[name] = std::string(field.value());
+  }
   const bool stream = on_event && reply.content_type.starts_with("text/event-stream");
   std::string pending;
   char chunk[1 << 16];
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof chunk;
-    http::read(impl_->socket, impl_->buffer, parser, ec);
+    // read_some: an event is handed over when it arrives, not when the buffer is full.
+    http::read_some(impl_->socket, impl_->buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) return Fail("the local server's answer broke off: " + ec.message());
     const size_t got = sizeof chunk - parser.get().body().size;

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "base/error.h"
 
@@ -21,14 +24,23 @@ class LocalClient {
   LocalClient(const LocalClient&) = delete;
   LocalClient& operator=(const LocalClient&) = delete;
 
+  struct Request {
+    std::string method = "POST";
+    std::string target;
+    std::string json_body;  // sent as application/json when not empty
+    std::vector<std::pair<std::string, std::string>> headers;
+  };
   struct Reply {
     int status = 0;
     std::string content_type;
-    std::string body;  // empty for an event stream: its events went to on_event
+    std::map<std::string, std::string> headers;  // names lower-cased
+    std::string body;                            // empty for an event stream: its events went to on_event
   };
   using EventHandler = std::function<void(std::string_view event, std::string_view data)>;
-  // POSTs a JSON body. With on_event, asks for an event stream (SSE) and hands over each event
-  // as it arrives; a server that answers with a whole response instead has it in body.
+  // One request. An answer that is an event stream (SSE) is handed to on_event event by event
+  // as it arrives (without on_event, it is read as a body).
+  Expected<Reply> Send(const Request& request, const EventHandler& on_event = {});
+  // POSTs a JSON body; with on_event, asking for an event stream (Accept: text/event-stream).
   Expected<Reply> Post(const std::string& target, const std::string& json_body,
                        const EventHandler& on_event = {});
 
