@@ -41,6 +41,22 @@ def execbox_binary():
     return path
 
 
+# The unprivileged user `make test` creates (scripts/test.sh) for the tests run as a user.
+TEST_USER = "execbox-test"
+
+
+def test_user_available():
+    """Whether this process can run commands as TEST_USER (root, setpriv, the user exists)."""
+    import pwd
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return False
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        return False
+    return True
+
+
 # ---- Processes ----------------------------------------------------------------------------------
 
 

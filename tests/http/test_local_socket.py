@@ -5,7 +5,6 @@ trusts a socket or a client it should not."""
 import http.client
 import json
 import os
-import pwd
 import shutil
 import socket
 import stat
@@ -13,9 +12,9 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import ApiTestCase, Server, execbox_binary, KEY_A, REQUEST_TIMEOUT
+from harness import KEY_A, REQUEST_TIMEOUT, TEST_USER, ApiTestCase, Server, execbox_binary, test_user_available
 
-USER = "execbox-test"
+USER = TEST_USER
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -54,16 +53,6 @@ def run(args, socket_path, user=None, input_text=None):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=REQUEST_TIMEOUT,
                        input=input_text)
     return p.returncode, p.stdout, p.stderr
-
-
-def user_available():
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        return False
-    return True
 
 
 class LocalSocketTest(ApiTestCase):
@@ -109,7 +98,7 @@ class LocalSocketTest(ApiTestCase):
                                  {"Authorization": "Bearer wrong-token-0000000000000000"})
         self.assertEqual(status, 401)
 
-    @unittest.skipUnless(user_available(), f"needs root, setpriv and the user {USER}")
+    @unittest.skipUnless(test_user_available(), f"needs root, setpriv and the user {USER}")
     def test_a_user_the_server_does_not_serve_is_refused(self):
         # Even where the file's mode lets them connect, the kernel's word on who they are decides.
         os.chmod(self.dir, 0o755)
@@ -219,7 +208,7 @@ class StaleSocketTest(unittest.TestCase):
             shutil.rmtree(d, ignore_errors=True)
 
 
-@unittest.skipUnless(user_available(), f"needs root, setpriv and the user {USER}")
+@unittest.skipUnless(test_user_available(), f"needs root, setpriv and the user {USER}")
 class ForeignServerTest(unittest.TestCase):
     def test_a_socket_served_by_another_user_is_not_used(self):
         # A server of another user, in a directory that user does not own: `execbox run` (root

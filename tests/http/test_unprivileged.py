@@ -3,22 +3,12 @@ setpriv): the server starts (cold jails where this user has no cgroups for warm 
 and the jail holds against hostile code with the same structured results as under root."""
 import os
 import pwd
-import shutil
 import unittest
 
-from harness import ApiTestCase, Server
+from harness import TEST_USER, ApiTestCase, Server, test_user_available
 
-USER = "execbox-test"
-
-
-def unprivileged_available():
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        return False
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        return False
-    return True
+USER = TEST_USER
+unprivileged_available = test_user_available
 
 
 class UnprivilegedServer(Server):

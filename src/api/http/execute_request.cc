@@ -430,16 +430,6 @@ std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view
   if (!policy) return std::unexpected(std::move(policy.error()));
   p.policy = std::move(*policy);
 
-  // The name tracebacks give the code (`execbox run script.py` sends "script.py"): one line.
-  auto filename = OptionalString(*doc, "filename", "filename");
-  if (!filename) return std::unexpected(std::move(filename.error()));
-  if (*filename) {
-    const std::string& name = **filename;
-    if (name.empty() || name.size() > kMaxPathBytes ||
-        name.find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
-      return InvalidValue("filename", "must be one line of 1 to " + std::to_string(kMaxPathBytes) + " bytes");
-    p.display_name = name;
-  }
   p.collect_files = false;  // as `execbox check`: nothing to collect
   return call;
 }
