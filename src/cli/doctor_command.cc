@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "cli/local_server.h"
 #include "jail/doctor.h"
 #include "jail/zygote.h"
 #include "runtime/python_program.h"
@@ -62,6 +63,28 @@ jail::Check WarmCheck() {
   return c;
 }
 
+// Not a layer: whether `execbox run` and `execbox mcp` have a local server's warm pool to use.
+jail::Check LocalServerCheck() {
+  jail::Check c{.layer = "local server (fast execbox run and mcp)", .required = false};
+  c.fix =
+      "start `execbox serve --unix PATH` (the package's service serves /run/execbox/execbox.sock to root "
+      "and the group execbox; `systemctl --user enable --now execbox` serves "
+      "$XDG_RUNTIME_DIR/execbox/execbox.sock); meanwhile `execbox run` starts a cold jail each time";
+  auto found = FindLocalServer();
+  if (!found) {
+    c.detail = "none answers (" + found.error().message + ")";
+    return c;
+  }
+  auto ready = found->client->Send({.method = "GET", .target = "/readyz", .json_body = {}, .headers = {}});
+  if (!ready || ready->status != 200) {
+    c.detail = found->path + " answers but is not ready" + (ready ? "" : ": " + ready.error().message);
+    return c;
+  }
+  c.ok = true;
+  c.detail = "`execbox run` and `execbox mcp` use the server on " + found->path;
+  return c;
+}
+
 }  // namespace
 
 void AddDoctorCommand(CLI::App& app, int& exit_status) {
@@ -72,6 +95,7 @@ void AddDoctorCommand(CLI::App& app, int& exit_status) {
     bool usable = true;
     auto checks = jail::Diagnose();
     checks.push_back(WarmCheck());
+    checks.push_back(LocalServerCheck());
     for (const auto& c : checks) {
       const char* mark = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");
       std::cout << mark << "  " << c.layer << ": " << c.detail << "\n";

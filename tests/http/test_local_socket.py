@@ -152,6 +152,17 @@ class LocalSocketTest(ApiTestCase):
         self.assertEqual(code, 124, err)
         self.assertIn("[execbox] timeout", err)
 
+    def test_doctor_names_the_server_run_will_use(self):
+        env = dict(os.environ, EXECBOX_SOCKET=self.path)
+        p = subprocess.run([execbox_binary(), "doctor"], env=env, capture_output=True, text=True,
+                           timeout=REQUEST_TIMEOUT)
+        self.assertRegex(p.stdout, r"(?m)^ok +local server \(fast execbox run and mcp\): .*" + self.path)
+        env["EXECBOX_SOCKET"] = os.path.join(self.dir, "nobody-here.sock")
+        p = subprocess.run([execbox_binary(), "doctor"], env=env, capture_output=True, text=True,
+                           timeout=REQUEST_TIMEOUT)
+        self.assertRegex(p.stdout, r"(?m)^warn +local server .*none answers")
+        self.assertIn("execbox serve --unix PATH", p.stdout)
+
     def test_beyond_the_servers_limits_it_runs_cold_or_says_why(self):
         code, out, err = run(["--json", "--memory", "100G", "-c", "print(2)"], self.path)
         self.assertEqual(code, 0, err)
