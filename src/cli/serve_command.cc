@@ -25,10 +25,10 @@ const std::string kServeHelp =
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
     "socket, where the kernel names the client: the server's user, root and its group's members.\n"
     "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
-    "tokens). With no key configured the server only listens on loopback and prints a generated token. "
-    "SIGTERM or SIGINT: stop accepting, let running\n"
-    "executions finish for up to the grace period, stop the rest, clean up, exit 0. SIGHUP: read the\n"
-    "keys again (config file and EXECBOX_API_KEYS); other settings change at the next start.\n"
+    "tokens). With no key configured the server only listens on loopback and prints a generated\n"
+    "token. SIGTERM or SIGINT: stop accepting, let running executions finish for up to the grace\n"
+    "period, stop the rest, clean up, exit 0. SIGHUP: read the keys again (config file and\n"
+    "EXECBOX_API_KEYS); other settings change at the next start.\n"
     "Without --config, " +
     std::string(kDefaultConfigFile) +
     " is read when it exists and is readable.\n"
