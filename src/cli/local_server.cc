@@ -37,13 +37,6 @@ std::optional<std::string> ExecuteBody(const engine::ExecutionRequest& request) 
   }
 }
 
-std::string ProblemDetail(std::string_view body) {
-  json problem = json::parse(body, nullptr, false);
-  if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string())
-    return problem["detail"].get<std::string>();
-  return "an answer that is not a problem document";
-}
-
 }  // namespace
 
 std::vector<std::string> LocalServerSockets() {
@@ -92,7 +85,7 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
       } else if (event == "result") {
         result_text = data;
       } else if (event == "error") {
-        failure = ProblemDetail(data);
+        failure = api::LocalClient::ProblemDetail(data);
       }
     };
   }
@@ -103,7 +96,7 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
   }
   if (reply->status != 200) {
     attempt.http_status = reply->status;
-    attempt.why_not = "the local server refused: " + ProblemDetail(reply->body);
+    attempt.why_not = "the local server refused: " + api::LocalClient::ProblemDetail(reply->body);
     return attempt;
   }
   if (!failure.empty()) {

@@ -18,13 +18,6 @@ using nlohmann::json;
 // executions long before: this only bounds threads).
 constexpr size_t kMaxInFlight = 64;
 
-std::string DetailOf(const api::LocalClient::Reply& reply) {
-  json body = json::parse(reply.body, nullptr, false);
-  if (body.is_object() && body.contains("detail") && body["detail"].is_string())
-    return body["detail"].get<std::string>();
-  return "HTTP " + std::to_string(reply.status);
-}
-
 bool IsJsonRpc(const std::string& body) {
   json message = json::parse(body, nullptr, false);
   return message.is_object() && message.contains("jsonrpc");
@@ -119,7 +112,7 @@ void McpBridge::Forward(const std::string& body, const json& message) {
     if (reply->status == 404 && !initialize && attempt == 0 && !session.empty() && Reinitialize(session))
       continue;
     if (IsJsonRpc(reply->body)) return Write(reply->body);
-    return ReplyError(message, "the local server refused: " + DetailOf(*reply));
+    return ReplyError(message, "the local server refused: " + api::LocalClient::ProblemDetail(reply->body));
   }
 }
 

@@ -104,27 +104,12 @@ std::string Dump(const json& j, int indent) {
 
 namespace {
 
-// The member of `j` named `key` as a T; an error names the field.
-template <typename T>
-Expected<T> Field(const json& j, const char* key, const std::string& at) {
-  auto it = j.find(key);
-  if (it == j.end()) return Fail("the result has no '" + at + key + "'");
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    return Fail("the result's '" + at + key + "' has the wrong type");
-  }
-}
-
-Expected<StreamText> StreamOf(const json& j, const std::string& name) {
-  auto text = Field<std::string>(j, name.c_str(), "");
-  auto truncated = Field<bool>(j, (name + "_truncated").c_str(), "");
-  auto bytes = Field<uint64_t>(j, (name + "_bytes").c_str(), "");
-  if (!text) return std::unexpected(text.error());
-  if (!truncated) return std::unexpected(truncated.error());
-  if (!bytes) return std::unexpected(bytes.error());
-  StreamText out{.text = std::move(*text), .truncated = *truncated, .total_bytes = *bytes};
-  out.dropped_bytes = *bytes > out.text.size() ? *bytes - out.text.size() : 0;
+// "stdout" or "stderr" with its _truncated and _bytes (at() and get() throw, naming the field).
+StreamText StreamOf(const json& j, const std::string& name) {
+  StreamText out{.text = j.at(name).get<std::string>(),
+                 .truncated = j.at(name + "_truncated").get<bool>(),
+                 .total_bytes = j.at(name + "_bytes").get<uint64_t>()};
+  out.dropped_bytes = out.total_bytes > out.text.size() ? out.total_bytes - out.text.size() : 0;
   return out;
 }
 
@@ -145,12 +130,8 @@ Expected<Result> ResultFromJson(const json& j) {
     if (!known) return Fail("the result's status '" + status + "' is not one this client knows");
     r.exit_code = j.at("exit_code").get<int>();
     r.signal = j.at("signal").is_null() ? 0 : j.at("signal").get<int>();
-    auto out = StreamOf(j, "stdout");
-    if (!out) return std::unexpected(out.error());
-    r.stdout_text = std::move(*out);
-    auto err = StreamOf(j, "stderr");
-    if (!err) return std::unexpected(err.error());
-    r.stderr_text = std::move(*err);
+    r.stdout_text = StreamOf(j, "stdout");
+    r.stderr_text = StreamOf(j, "stderr");
     for (const auto& s : j.at("streams"))
       r.streams.push_back({s.at("name").get<std::string>(), s.at("text").get<std::string>()});
     r.streams_truncated = j.at("streams_truncated").get<bool>();

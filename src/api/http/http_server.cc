@@ -608,7 +608,10 @@ Expected<void> ListenUnix(HttpServer::State& state) {
   state.unix_dev = st.st_dev;
   state.unix_ino = st.st_ino;
   state.local_acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Fail("cannot listen on " + path + ": " + ec.message());
+  if (ec) {
+    unlink(path.c_str());
+    return Fail("cannot listen on " + path + ": " + ec.message());
+  }
   return {};
 }
 

@@ -8,6 +8,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 namespace execbox::api {
 namespace {
@@ -74,6 +75,13 @@ Expected<std::unique_ptr<LocalClient>> LocalClient::Connect(const std::string& p
                 ", neither root, this user, nor the owner of its directory");
   }
   return std::unique_ptr<LocalClient>(new LocalClient(std::move(impl)));
+}
+
+std::string LocalClient::ProblemDetail(std::string_view body) {
+  auto problem = nlohmann::json::parse(body, nullptr, false);
+  if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string())
+    return problem["detail"].get<std::string>();
+  return "an answer that is not a problem document";
 }
 
 Expected<LocalClient::Reply> LocalClient::Post(const std::string& target, const std::string& json_body,

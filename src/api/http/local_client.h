@@ -36,6 +36,9 @@ class LocalClient {
     std::map<std::string, std::string> headers;  // names lower-cased
     std::string body;                            // empty for an event stream: its events went to on_event
   };
+  // The "detail" of a problem document (an error answer's body, or an SSE "error" event's
+  // data); a phrase that says it is not one otherwise.
+  static std::string ProblemDetail(std::string_view body);
   using EventHandler = std::function<void(std::string_view event, std::string_view data)>;
   // One request. An answer that is an event stream (SSE) is handed to on_event event by event
   // as it arrives (without on_event, it is read as a body).
