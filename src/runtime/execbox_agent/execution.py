@@ -95,6 +95,10 @@ def _print_traceback(state, exc, text):
 
 
 # Memory for reporting a MemoryError: released before formatting, and a line to fall back on.
+# A MemoryError comes from address space refused (RLIMIT_DATA, or an allocation past what the
+# kernel will map); a cgroup's memory limit kills instead. So the reserve is address space:
+# bytes(n) is calloc'd, which maps it without touching a page; a bytearray(n) would zero-fill
+# its 256 pages, a page fault each in every execution.
 _RESERVE = None
 _MEMORY_ERROR_LINE = event_line({"type": "error", "phase": "run", "ename": "MemoryError", "evalue": "",
                                  "traceback": ["MemoryError"]})
@@ -158,7 +162,7 @@ def run(state, request):
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, PyplotHook)]
     sys.meta_path.insert(0, hook)
     state.tracker.install()
-    _RESERVE = bytearray(1 << 20)
+    _RESERVE = bytes(1 << 20)
 
     exit_code, error, value = 0, None, None
     try:
