@@ -51,6 +51,9 @@ _LAZY_IMPORTS = ("__future__", "_sitebuiltins", "_socket", "atexit", "fcntl", "f
                  "re", "resource", "traceback", "warnings", "weakref")
 
 
+_PREWARM_NAME = "<execbox-prewarm>"
+
+
 def warm_up(preload, plot=True, freeze=True):
     """Prepares the zygote's interpreter so that each forked child starts warm: the library
     path, the matplotlib font cache, the modules in preload (a list of names; one that fails
@@ -223,29 +226,38 @@ class _Server:
         self.sources = {}  # filename -> source of each execution
 
     def prewarm(self):
-        """Before any request: what every execution's first steps do, on a throwaway cell, so
-        that the copy-on-write faults of a fresh fork (slow on some VMs) and the reseeding
-        happen here, ahead of demand, not in the request. Nothing of it stays: its globals,
-        its report (to /dev/null) and its linecache entry are dropped."""
+        """Before any request: a throwaway execution through the steps a request takes (stdin,
+        parsing, the process's first preparation, the checks, run() with its hooks, result and
+        exit events), so that the copy-on-write faults of a fresh fork (~15 us each on some
+        VMs) and the reseeding happen here, ahead of demand, not in the request. What stays is
+        what the first execution would make anyway, the same for every request: the open()
+        tracker, sys.stdout/stderr on this child's reporter, sys.path and the builtins. Its
+        globals, __main__, linecache entry and report (to /dev/null) are dropped."""
         _reseed_randomness()
         self.reseeded = True
-        reporter = Reporter(os.dup(self.null_out), DEFAULTS["max_stream_event_bytes"])
+        main = sys.modules.get("__main__")
+        self.reporter.restart(os.dup(self.null_out), DEFAULTS["max_stream_event_bytes"])
         try:
-            raw = json.loads(json.dumps({"mode": "run", "code": "x = [1]\nx", "filename": "<execbox-prewarm>",
-                                         "policy": None}))
+            new_stdin()
+            raw = json.loads(json.dumps({"mode": "run", "code": "x = [1]\nx", "filename": _PREWARM_NAME,
+                                         "policy": {"name": "permissive", "rules": []}, "inputs": []}))
             request = parse_request(raw)
-            state = State(request, reporter)
-            _tree, body_code, last_code, _show, _warnings = compile_cell(request["code"], request["filename"])
-            scratch = {"__builtins__": builtins}
-            value = execute(body_code, last_code, scratch)
-            data, metadata = state.formatter.bundle(value)
-            reporter.emit({"type": "result", "data": data, "metadata": metadata})
-            reporter.emit({"type": "exit", "code": 0})
+            parse_inputs(raw)
+            state = State(request, self.reporter)
+            register_source(request["filename"], request["code"])
+            self._prepare_interpreter(state)
+            if check_and_compile(state) is None:
+                run(state, request)
+            flush_std_streams()
+            self.reporter.flush_streams(final=True)
+            self.reporter.emit({"type": "exit", "code": 0})
         except Exception:  # noqa: BLE001 - only an optimisation
             pass
         finally:
-            linecache.cache.pop("<execbox-prewarm>", None)
-            reporter.close()
+            linecache.cache.pop(_PREWARM_NAME, None)
+            if main is not None:
+                sys.modules["__main__"] = main
+            self.reporter.close()
 
     def loop(self):
         self.prewarm()
@@ -346,7 +358,7 @@ class _Server:
         """execution.prepare_interpreter() for a warm child: what lasts once per process, what
         belongs to the execution each time."""
         first = self.tracker is None
-        if first or not self.session:
+        if first:  # one per process: a one-shot child's single execution, or a whole session
             self.tracker = OpenTracker()
         state.tracker = self.tracker
         streams = self.streams
