@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/http/local_client.h"
 #include "engine/warm_engine.h"
 
 extern char** environ;
@@ -187,6 +188,22 @@ double Throughput(int n, double seconds, const std::function<void()>& fn, double
   return static_cast<double>(done.load()) / (MsSince(start) / 1000.0);
 }
 
+// The pool's CPU counters over the warm throughput runs: the zygotes' and the ended children's
+// by phase, per child ended.
+struct CpuPhases {
+  uint64_t children = 0, zygote_ns = 0, before_ns = 0, during_ns = 0, end_ns = 0;
+  void Add(const engine::PoolStats& a, const engine::PoolStats& b) {
+    children += b.children_ended - a.children_ended;
+    zygote_ns += b.zygote_cpu_ns - std::min(b.zygote_cpu_ns, a.zygote_cpu_ns);
+    before_ns += b.child_before_ns - a.child_before_ns;
+    during_ns += b.child_during_ns - a.child_during_ns;
+    end_ns += b.child_end_ns - a.child_end_ns;
+  }
+  double PerChild(uint64_t ns) const {
+    return children == 0 ? 0.0 : static_cast<double>(ns) / 1e6 / static_cast<double>(children);
+  }
+};
+
 std::string LoadAverage() {
   char buf[64] = {};
   FILE* f = std::fopen("/proc/loadavg", "r");
@@ -229,6 +246,24 @@ pid_t StartLocalServer(const std::string& execbox, const std::string& path, int 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   Die("the local server did not listen within 180 s");
+}
+
+// The local server refills its pool after each request: wait for that (its /metrics) outside
+// the sample, as warm() does for the bench's own pool, or its forks land in the next row's.
+void WaitServerFull(const std::string& path, size_t prepared, std::chrono::milliseconds settle) {
+  const std::string gauge = "\nexecbox_prepared_children ";
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline) {
+    auto client = api::LocalClient::Connect(path);
+    if (!client) Die("the local server: " + client.error().message);
+    auto reply = (*client)->Send({.method = "GET", .target = "/metrics"});
+    if (!reply || reply->status != 200) Die("the local server's /metrics did not answer");
+    size_t at = reply->body.find(gauge);
+    if (at == std::string::npos) Die("the local server's /metrics has no " + gauge.substr(1));
+    if (std::strtoull(reply->body.c_str() + at + gauge.size(), nullptr, 10) >= prepared) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(settle);
 }
 
 }  // namespace
@@ -367,6 +402,11 @@ int main(int argc, char** argv) {
     WaitPoolFull(pool, settle);  // outside the sample: the next request finds a prepared child
     return ms;
   };
+  auto served = [&](const Command& cmd) {
+    double ms = RunOnce(cmd);
+    WaitServerFull(socket_path, 2, settle);
+    return ms;
+  };
   auto in_session = [&](const std::string& code) {
     auto p = Program(code);
     auto t = Clock::now();
@@ -381,14 +421,14 @@ int main(int argc, char** argv) {
       {"python3 -c (baseline)", false, [&] { return RunOnce(plain_print); }},
       {"bwrap, locked down", false, [&] { return RunOnce(bwrap_print); }},
       {"execbox run (cold jail)", false, [&] { return RunOnce(cold_print); }},
-      {"execbox run (local server)", false, [&] { return RunOnce(served_print); }},
+      {"execbox run (local server)", false, [&] { return served(served_print); }},
       {"warm pool (Engine::Execute)", false, [&] { return warm(print1); }},
       {"session (Sessions::Execute)", false, [&] { return in_session(print1); }},
       {"session fork (Sessions::Fork)", false, nullptr, {}, fork_refusal},
       {"python3 -c (baseline for plots)", true, [&] { return RunOnce(plain_plot); }},
       {"bwrap, locked down", true, [&] { return RunOnce(bwrap_plot); }},
       {"execbox run (cold jail)", true, [&] { return RunOnce(cold_plot); }},
-      {"execbox run (local server)", true, [&] { return RunOnce(served_plot); }},
+      {"execbox run (local server)", true, [&] { return served(served_plot); }},
       {"warm pool (Engine::Execute)", true, [&] { return warm(plot); }},
       {"session (Sessions::Execute)", true, [&] { return in_session(plot); }},
   };
@@ -479,6 +519,7 @@ int main(int argc, char** argv) {
   // Sustained throughput: no pauses. Each figure is two halves, plain and warm alternating.
   const int levels[] = {1, 2, 8};
   double plain_rate[3] = {}, warm_rate[3] = {}, plain_cpu[3] = {}, warm_cpu[3] = {}, warm_host_cpu[3] = {};
+  CpuPhases phases[3];
   for (int half = 0; half < 2; ++half) {
     for (int l = 0; l < 3; ++l) {
       double cpu = 0, own = 0;
@@ -487,6 +528,7 @@ int main(int argc, char** argv) {
                        2;
       plain_cpu[l] += cpu / 2;
       WaitPoolFull(pool, settle);
+      auto before = pool.Stats();
       warm_rate[l] +=
           Throughput(
               levels[l], seconds / 2,
@@ -494,7 +536,9 @@ int main(int argc, char** argv) {
           2;
       warm_cpu[l] += cpu / 2;
       warm_host_cpu[l] += own / 2;
-      WaitPoolFull(pool, settle);
+      WaitPoolFull(pool, settle);  // the used children are ended and counted by then
+      auto after = pool.Stats();
+      phases[l].Add(before, after);
     }
   }
   auto stats = pool.Stats();
@@ -574,8 +618,19 @@ int main(int argc, char** argv) {
   // zygotes' forks, the children's setup, code and exits, and the kernel's own work for them.
   std::printf("  %-32s %9.1f %9.1f %9.1f\n", "  of which the host (engine)", warm_host_cpu[0],
               warm_host_cpu[1], warm_host_cpu[2]);
-  std::printf("  %-32s %9.1f %9.1f %9.1f\n", "  of which workers and kernel", warm_cpu[0] - warm_host_cpu[0],
-              warm_cpu[1] - warm_host_cpu[1], warm_cpu[2] - warm_host_cpu[2]);
+  // The rest, by phase, from the cgroups: each child's own (its exit included) and the zygote's.
+  auto phase_row = [&](const char* name, auto&& of) {
+    std::printf("  %-32s %9.1f %9.1f %9.1f\n", name, of(0), of(1), of(2));
+  };
+  phase_row("  of which the zygote (fork)", [&](int l) { return phases[l].PerChild(phases[l].zygote_ns); });
+  phase_row("  child: isolate + warm-up", [&](int l) { return phases[l].PerChild(phases[l].before_ns); });
+  phase_row("  child: the code (request)", [&](int l) { return phases[l].PerChild(phases[l].during_ns); });
+  phase_row("  child: exit", [&](int l) { return phases[l].PerChild(phases[l].end_ns); });
+  phase_row("  elsewhere (kernel threads...)", [&](int l) {
+    return warm_cpu[l] - warm_host_cpu[l] -
+           phases[l].PerChild(phases[l].zygote_ns + phases[l].before_ns + phases[l].during_ns +
+                              phases[l].end_ns);
+  });
   std::printf("%-34s %9s %9s\n", "memory (smaps_rollup), MB", "private", "PSS");
   std::printf("  %-32s %9.1f %9.1f\n", "1 idle session (after x = 1)", Mb(one_info->private_bytes),
               Mb(one_info->pss_bytes));

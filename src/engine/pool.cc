@@ -90,7 +90,7 @@ bool Pool::Matches(const jail::Limits& l) const {
 }
 
 jail::WarmChildOptions Pool::ChildOptions(const jail::Limits& limits, bool session) const {
-  return {.limits = limits, .collect = options_.collect, .session = session};
+  return {.limits = limits, .collect = options_.collect, .session = session, .cpu_tally = cpu_tally_};
 }
 
 jail::Zygote* Pool::PickWorker() {
@@ -155,7 +155,12 @@ PoolStats Pool::Stats() {
     if (!w || !w->zygote) continue;
     ++s.warm_workers;
     s.prepared += w->prepared.size();
+    s.zygote_cpu_ns += w->zygote->CpuNs();
   }
+  s.children_ended = cpu_tally_->children;
+  s.child_before_ns = cpu_tally_->before_ns;
+  s.child_during_ns = cpu_tally_->during_ns;
+  s.child_end_ns = cpu_tally_->end_ns;
   return s;
 }
 

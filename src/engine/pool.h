@@ -36,6 +36,11 @@ struct PoolStats {
   uint64_t workers_started = 0;
   uint64_t workers_replaced = 0;
   uint64_t spawned_on_demand = 0;
+  // CPU, in ns: the live workers' zygotes (forks, collections, reaping; a replaced worker's is
+  // gone), and the children that have ended after an execution, by phase (ChildCpuTally).
+  uint64_t zygote_cpu_ns = 0;
+  uint64_t children_ended = 0;
+  uint64_t child_before_ns = 0, child_during_ns = 0, child_end_ns = 0;
 };
 
 class Pool {
@@ -74,6 +79,7 @@ class Pool {
   size_t next_ = 0;
   bool stopping_ = false;
   PoolStats stats_;
+  std::shared_ptr<jail::ChildCpuTally> cpu_tally_ = std::make_shared<jail::ChildCpuTally>();
   std::thread refill_;
   std::deque<std::unique_ptr<jail::WarmChild>> retiring_;
   std::condition_variable retire_wake_;

@@ -100,6 +100,15 @@ WarmChild::~WarmChild() {
   if (pidfd_.Valid()) {
     ::syscall(SYS_pidfd_send_signal, pidfd_.Get(), SIGKILL, nullptr, 0);
   }
+  if (cgroup_ && executed_ && options_.cpu_tally) {
+    cgroup_->KillAll();  // what the group's removal does first: its exit is then counted
+    uint64_t total = std::max(cgroup_->ReadUsage().cpu_ns, cpu_at_last_end_ns_);
+    ChildCpuTally& t = *options_.cpu_tally;
+    t.before_ns += cpu_at_first_request_ns_;
+    t.during_ns += cpu_at_last_end_ns_ - std::min(cpu_at_last_end_ns_, cpu_at_first_request_ns_);
+    t.end_ns += total - cpu_at_last_end_ns_;
+    ++t.children;
+  }
   cgroup_.reset();  // kills what is left and removes the group
 }
 
@@ -120,6 +129,8 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   Channels& ch = *made;
   cgroup_->ResetPeak();
   CgroupUsage base = cgroup_->ReadUsage();
+  if (!executed_) cpu_at_first_request_ns_ = cpu_at_last_end_ns_ = base.cpu_ns;
+  executed_ = true;
 
   uint64_t length = request.size();
   unsigned char header[8];
@@ -162,6 +173,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   out.ended_by_report = watch.report_done() && !watch.stop_reason();
 
   CgroupUsage now = cgroup_->ReadUsage();
+  cpu_at_last_end_ns_ = std::max(now.cpu_ns, cpu_at_first_request_ns_);
   CgroupUsage delta = now;
   delta.cpu_ns = now.cpu_ns - std::min(now.cpu_ns, base.cpu_ns);
   delta.oom_kills = now.oom_kills - std::min(now.oom_kills, base.oom_kills);

@@ -228,6 +228,12 @@ bool Zygote::Alive() {
   return !dead_;
 }
 
+uint64_t Zygote::CpuNs() {
+  std::lock_guard lock(command_mu_);
+  if (!launched_ || !launched_->cgroup) return 0;
+  return launched_->cgroup->ReadUsage().cpu_ns;
+}
+
 Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& options) {
   if (auto s = ValidateLimits(options.limits); !s) return std::unexpected(s.error());
   auto control = StreamPair();

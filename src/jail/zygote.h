@@ -4,7 +4,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <expected>
 #include <memory>
@@ -38,10 +40,20 @@ struct FileFailure {
 template <typename T>
 using FileExpected = std::expected<T, FileFailure>;
 
+// Where the CPU of children went, added up by their owner (a pool) as each child ends; read
+// from each child's own cgroup, so the kernel's work for it (faults, its exit) is in it too.
+struct ChildCpuTally {
+  std::atomic<uint64_t> children{0};   // ended after at least one execution
+  std::atomic<uint64_t> before_ns{0};  // from its cgroup's start to the first request: isolation, warm-up
+  std::atomic<uint64_t> during_ns{0};  // the executions (and, for a session, what ran between them)
+  std::atomic<uint64_t> end_ns{0};     // after the last execution until the group was empty: the exit
+};
+
 struct WarmChildOptions {
   Limits limits;
   FileCollection collect;
-  bool session = false;  // one process serves many executions, in order
+  bool session = false;                      // one process serves many executions, in order
+  std::shared_ptr<ChildCpuTally> cpu_tally;  // optional: where the child adds its CPU as it ends
 };
 
 // One isolated child, locked down and waiting for code. Not thread-safe: one execution at a time.
@@ -95,6 +107,9 @@ class WarmChild {
   Layers layers_;
   Enforcement enforcement_;
   bool alive_ = false;
+  // CPU of the child's cgroup when its first execution began and when its last one ended.
+  uint64_t cpu_at_first_request_ns_ = 0, cpu_at_last_end_ns_ = 0;
+  bool executed_ = false;
 };
 
 class Zygote {
@@ -109,6 +124,9 @@ class Zygote {
   Expected<std::unique_ptr<WarmChild>> Spawn(const WarmChildOptions& options);
   // False once the worker has died or failed to fork.
   bool Alive();
+  // CPU used in the worker's own cgroup so far: the zygote's forks, file collections and
+  // reaping (its children run in cgroups of their own from their first message on).
+  uint64_t CpuNs();
   // What the worker said when it became warm (preload failures), and its last log lines.
   std::string ready_message() const { return ready_message_; }
   std::string RecentLog() const;

@@ -132,12 +132,12 @@ TEST_F(Warm, ModulesBuiltinsAndLibrariesAreFreshEachTime) {
 // show in the execution, and what it set up (the open() tracker, the streams) must serve the
 // real one: a file left open and text left in a wrapper of sys.stdout.buffer still arrive.
 TEST_F(Warm, TheChildsWarmUpLeavesNothingBehind) {
-  Result r = Run(
-      "import sys, linecache, io\n"
-      "names = sorted(n for n in globals() if not n.startswith('__'))\n"
-      "print(names, sys.argv, [n for n in linecache.cache if 'prewarm' in n], 'x' in globals())\n"
-      "w = io.TextIOWrapper(sys.stdout.buffer)\nw.write('through the buffer\\n')\n"
-      "1 / 0");
+  Result r =
+      Run("import sys, linecache, io\n"
+          "names = sorted(n for n in globals() if not n.startswith('__'))\n"
+          "print(names, sys.argv, [n for n in linecache.cache if 'prewarm' in n], 'x' in globals())\n"
+          "w = io.TextIOWrapper(sys.stdout.buffer)\nw.write('through the buffer\\n')\n"
+          "1 / 0");
   EXPECT_EQ(Out(r), "['io', 'linecache', 'sys'] ['<cell>'] [] False\nthrough the buffer\n") << Describe(r);
   ASSERT_TRUE(r.error.has_value()) << Describe(r);
   EXPECT_EQ(r.error->ename, "ZeroDivisionError");
