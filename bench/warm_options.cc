@@ -5,6 +5,7 @@
 //   on-demand  the child is forked from the warm zygote when the request arrives
 //   no-freeze  no gc.freeze() in the zygote
 //   no-plot    the zygote does not draw a plot at start (fonts, Agg renderer cold)
+//   no-huge    the zygote's memory stays in small pages (no MADV_COLLAPSE)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,12 +55,11 @@ int main(int argc, char** argv) {
   struct Config {
     const char* name;
     size_t prepared;
-    bool freeze, plot;
+    bool freeze, plot, huge;
   } configs[] = {
-      {"prepared (default)", 2, true, true},
-      {"on-demand fork", 0, true, true},
-      {"prepared, no gc.freeze", 2, false, true},
-      {"prepared, no warm-up plot", 2, true, false},
+      {"prepared (default)", 2, true, true, true},       {"on-demand fork", 0, true, true, true},
+      {"prepared, no gc.freeze", 2, false, true, true},  {"prepared, no warm-up plot", 2, true, false, true},
+      {"prepared, no huge pages", 2, true, true, false},
   };
   std::printf("%-28s %10s %10s %10s %10s %12s %10s\n", "configuration", "print p50", "print p95", "plot p50",
               "plot p95", "session priv", "sess PSS");
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
     o.pool.prepared_per_worker = c.prepared;
     o.pool.worker.gc_freeze = c.freeze;
     o.pool.worker.warm_plot = c.plot;
+    o.pool.worker.huge_pages = c.huge;
     auto e = engine::Engine::Create(o);
     if (!e) {
       std::fprintf(stderr, "bench-options: %s\n", e.error().message.c_str());

@@ -34,6 +34,7 @@ Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {
       {"preload", options.preload},
       {"warm_plot", options.warm_plot},
       {"gc_freeze", options.gc_freeze},
+      {"huge_pages", options.huge_pages},
   };
   p.argv = {kWorkerPath, kWorkerConfigPath};
   p.files.push_back({.path = kWorkerPath, .content = std::move(*binary), .mode = 0555});

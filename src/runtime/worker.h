@@ -21,6 +21,9 @@ struct WorkerOptions {
   // gc.freeze() in the zygote: a child's collections then skip (and so never copy) the
   // zygote's objects. Off only to measure what it buys.
   bool gc_freeze = true;
+  // The zygote's memory collapsed into huge pages once warm (jail::CollapseIntoHugePages): on
+  // the 2-core VM of bench/ the forks' machine CPU fell by about a fifth. Off only to measure.
+  bool huge_pages = true;
   // Empty: DefaultWorkerBinary().
   std::string worker_binary;
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).
