@@ -57,9 +57,13 @@ int main(int argc, char** argv) {
     size_t prepared;
     bool freeze, plot, huge;
   } configs[] = {
-      {"prepared (default)", 2, true, true, true},       {"on-demand fork", 0, true, true, true},
-      {"prepared, no gc.freeze", 2, false, true, true},  {"prepared, no warm-up plot", 2, true, false, true},
+      // clang-format off
+      {"prepared (default)", 2, true, true, true},
+      {"on-demand fork", 0, true, true, true},
+      {"prepared, no gc.freeze", 2, false, true, true},
+      {"prepared, no warm-up plot", 2, true, false, true},
       {"prepared, no huge pages", 2, true, true, false},
+      // clang-format on
   };
   std::printf("%-28s %10s %10s %10s %10s %12s %10s\n", "configuration", "print p50", "print p95", "plot p50",
               "plot p95", "session priv", "sess PSS");
