@@ -151,8 +151,17 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
   m.Refused("mcp_http", "rate_limited");
   m.Response(200);
   m.Response(429);
-  const std::string text = m.Render(Gauges{
-      .running = 3, .queued = 4, .warm_workers = 2, .prepared_children = 1, .sessions = 5, .connections = 7});
+  const std::string text = m.Render(Gauges{.running = 3,
+                                           .queued = 4,
+                                           .warm_workers = 2,
+                                           .prepared_children = 1,
+                                           .sessions = 5,
+                                           .connections = 7,
+                                           .children_ended = 9,
+                                           .zygote_cpu_ns = 1'500'000'000,
+                                           .child_setup_cpu_ns = 250'000'000,
+                                           .child_execution_cpu_ns = 3'000'000'000,
+                                           .child_exit_cpu_ns = 125'000'000});
 
   for (const char* line : {
            "# TYPE execbox_executions_total counter",
@@ -184,6 +193,13 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
            "execbox_prepared_children 1",
            "execbox_sessions 5",
            "execbox_open_connections 7",
+           "# TYPE execbox_warm_children_ended_total counter",
+           "execbox_warm_children_ended_total 9",
+           "# TYPE execbox_warm_cpu_seconds_total counter",
+           "execbox_warm_cpu_seconds_total{phase=\"zygote\"} 1.5",
+           "execbox_warm_cpu_seconds_total{phase=\"setup\"} 0.25",
+           "execbox_warm_cpu_seconds_total{phase=\"execution\"} 3",
+           "execbox_warm_cpu_seconds_total{phase=\"exit\"} 0.125",
        }) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "\n" << text;
   }
@@ -221,7 +237,8 @@ TEST(Metrics, EmptyRegistryStillDescribesEveryFamily) {
         "execbox_rejected_requests_total counter", "execbox_http_responses_total counter",
         "execbox_connections_dropped_total counter", "execbox_running_executions gauge",
         "execbox_queue_depth gauge", "execbox_warm_workers gauge", "execbox_prepared_children gauge",
-        "execbox_sessions gauge", "execbox_open_connections gauge"}) {
+        "execbox_sessions gauge", "execbox_open_connections gauge",
+        "execbox_warm_children_ended_total counter", "execbox_warm_cpu_seconds_total counter"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
 }

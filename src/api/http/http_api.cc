@@ -107,6 +107,11 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
       auto stats = pool->Stats();
       gauges.warm_workers = stats.warm_workers;
       gauges.prepared_children = stats.prepared;
+      gauges.children_ended = stats.children_ended;
+      gauges.zygote_cpu_ns = stats.zygote_cpu_ns;
+      gauges.child_setup_cpu_ns = stats.child_before_ns;
+      gauges.child_execution_cpu_ns = stats.child_during_ns;
+      gauges.child_exit_cpu_ns = stats.child_end_ns;
     }
     if (auto* sessions = gate_.engine().sessions()) gauges.sessions = sessions->size();
     if (connection_count_) gauges.connections = connection_count_();

@@ -156,6 +156,20 @@ std::string Metrics::Render(const Gauges& gauges) const {
   Gauge(out, "execbox_prepared_children", "Forked children ready to take an execution.",
         gauges.prepared_children);
   Gauge(out, "execbox_sessions", "Open sessions.", gauges.sessions);
+  Header(
+      out, "execbox_warm_children_ended_total", "counter",
+      "Warm children ended after at least one execution (their CPU is in execbox_warm_cpu_seconds_total).");
+  out.append("execbox_warm_children_ended_total ").append(std::to_string(gauges.children_ended)).append("\n");
+  Header(out, "execbox_warm_cpu_seconds_total", "counter",
+         "CPU of the warm pool outside the server process, by phase: the zygotes' forks, collections and "
+         "reaping (zygote; restarts with a replaced worker), and each ended child's isolation and warm-up "
+         "(setup), executions (execution) and exit (exit), from its own cgroup.");
+  for (auto [phase, ns] :
+       {std::pair{"zygote", gauges.zygote_cpu_ns}, std::pair{"setup", gauges.child_setup_cpu_ns},
+        std::pair{"execution", gauges.child_execution_cpu_ns}, std::pair{"exit", gauges.child_exit_cpu_ns}}) {
+    out.append("execbox_warm_cpu_seconds_total{phase=\"").append(phase).append("\"} ");
+    out.append(Number(static_cast<double>(ns) / 1e9)).append("\n");
+  }
   Gauge(out, "execbox_open_connections", "Open HTTP connections.", gauges.connections);
   return out;
 }

@@ -19,6 +19,10 @@ struct Gauges {
   size_t running = 0, queued = 0;
   size_t warm_workers = 0, prepared_children = 0;
   size_t sessions = 0, connections = 0;
+  // Counters the warm pool keeps (engine::PoolStats), read with the gauges: the children ended
+  // after an execution, and CPU outside this process by phase, in ns.
+  uint64_t children_ended = 0;
+  uint64_t zygote_cpu_ns = 0, child_setup_cpu_ns = 0, child_execution_cpu_ns = 0, child_exit_cpu_ns = 0;
 };
 
 // Also the engine gate's observer: every execution and refusal, whatever the transport (HTTP,
