@@ -178,13 +178,20 @@ run env EXECBOX_BENCH_TOKEN="$env_token" "$python" "$here/http_latency.py" --url
 load_after_latency=$(loadavg)
 
 # 2. Load.
+warm_cpu() { # the pool's counters (/metrics): children ended, then CPU ms of zygote setup execution exit
+  curl -s -H "Authorization: Bearer $bench_token" "$url/metrics" | awk '
+    $1 == "execbox_warm_children_ended_total" { n = $2 }
+    $1 ~ /^execbox_warm_cpu_seconds_total\{phase="/ { p = $1; sub(/^[^"]*"/, "", p); sub(/".*/, "", p); ms[p] = $2 * 1000 }
+    END { printf "%d %.3f %.3f %.3f %.3f\n", n, ms["zygote"], ms["setup"], ms["execution"], ms["exit"] }'
+}
 declare -A R
 cols=()
 run_load() { # run_load COLUMN CONCURRENCY SECONDS TOKEN
-  local col=$1 c=$2 s=$3 tok=$4 threads=2 out cpu0 cpu1 srv0 srv1 line kv
+  local col=$1 c=$2 s=$3 tok=$4 threads=2 out cpu0 cpu1 srv0 srv1 line kv w0 w1 ended i k
   ((c < 2)) && threads=1
   wait_pool
   out=$tmp/wrk-$col.txt
+  read -ra w0 <<<"$(warm_cpu)"
   cpu0=$(busy_ms)
   srv0=$(server_cpu_ms)
   run env EXECBOX_BENCH_TOKEN="$tok" wrk -t"$threads" -c"$c" -d"${s}s" --timeout 60s -s "$here/http_load.lua" "$url" \
@@ -196,6 +203,16 @@ run_load() { # run_load COLUMN CONCURRENCY SECONDS TOKEN
   R[$col,first_bad]=$(grep -m1 '^HTTP_LOAD_FIRST_BAD ' "$out" | cut -d' ' -f2- || true)
   R[$col,cpu_ms]=$(calc %.1f "($cpu1 - $cpu0) / (${R[$col,s200]} + ${R[$col,bad200]} > 0 ? ${R[$col,s200]} + ${R[$col,bad200]} : 1)")
   R[$col,srv_pct]=$(calc %.1f "($srv1 - $srv0) / (${R[$col,duration_us]} / 1000) * 100")
+  R[$col,srv_ms]=$(calc %.1f "($srv1 - $srv0) / (${R[$col,s200]} + ${R[$col,bad200]} > 0 ? ${R[$col,s200]} + ${R[$col,bad200]} : 1)")
+  # By phase, per child ended in the run (the used ones are ended once the pool is full again).
+  wait_pool
+  read -ra w1 <<<"$(warm_cpu)"
+  ended=$((w1[0] - w0[0] > 0 ? w1[0] - w0[0] : 1))
+  i=1
+  for k in ph_zygote ph_setup ph_exec ph_exit; do
+    R[$col,$k]=$(calc %.1f "(${w1[i]} - ${w0[i]}) / $ended")
+    i=$((i + 1))
+  done
   R[$col,load]=$(loadavg)
   kill -0 "$server_pid" 2>/dev/null || server_fail "the server died during the load at c=$c"
   cols+=("$col")
@@ -231,7 +248,8 @@ row() { # row LABEL EXPR-with-@ (@ is the column's key prefix) FORMAT
   printf '  %-36s' "$label"
   for col in "${cols[@]}"; do
     e=$expr
-    for k in requests duration_us p50_us p99_us mean_us max_us s200 s429 bad200 other connect read write timeout cpu_ms srv_pct; do
+    for k in requests duration_us p50_us p99_us mean_us max_us s200 s429 bad200 other connect read write timeout \
+      cpu_ms srv_pct srv_ms ph_zygote ph_setup ph_exec ph_exit; do
       e=${e//@$k/${R[$col,$k]}}
     done
     printf ' %11s' "$(calc "$fmt" "$e")"
@@ -248,6 +266,11 @@ row "200, Result ok and stdout 1" "@s200" "%d"
 row "429" "@s429" "%d"
 row "other status, socket error, bad 200" "@other + @connect + @read + @write + @timeout + @bad200" "%d"
 row "CPU ms/execution (machine)" "@cpu_ms" "%.1f"
+row "  of which the serve process" "@srv_ms" "%.1f"
+row "  the zygote (fork), per child" "@ph_zygote" "%.1f"
+row "  child: isolate + warm-up" "@ph_setup" "%.1f"
+row "  child: the code (request)" "@ph_exec" "%.1f"
+row "  child: exit" "@ph_exit" "%.1f"
 row "serve process CPU, % of a core" "@srv_pct" "%.0f"
 printf '  %-36s' "load average after (1 min)"
 for col in "${cols[@]}"; do printf ' %11s' "${R[$col,load]%% *}"; done
@@ -271,7 +294,9 @@ if ((key_row)); then
   echo "  columns use a config key with those lifted, so only max_running/max_queue admit or refuse."
 fi
 echo "latency in the load rows is wrk's, over every answer (a 429 comes back at once). CPU ms/execution"
-echo "  is the whole machine's busy time (wrk, the server, the sandboxes, and anyone else's work)."
+echo "  is the whole machine's busy time (wrk, the server, the sandboxes, and anyone else's work); the"
+echo "  rows under it are the serve process's own, and the warm pool's by phase from its cgroups"
+echo "  (execbox_warm_cpu_seconds_total) per child ended in the run."
 echo "the server's counts: responses $(labelled execbox_http_responses_total); rejected" \
   "$(labelled execbox_rejected_requests_total); dropped connections" \
   "$(labelled execbox_connections_dropped_total); /readyz after the load: $ready_after"

@@ -6,6 +6,7 @@
 //   no-freeze  no gc.freeze() in the zygote
 //   no-plot    the zygote does not draw a plot at start (fonts, Agg renderer cold)
 //   no-huge    the zygote's memory stays in small pages (no MADV_COLLAPSE)
+//   preload    what the zygote imports, cut down: numpy only, or nothing (the plot imports the rest)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     const char* name;
     size_t prepared;
     bool freeze, plot, huge;
+    std::vector<std::string> preload = runtime::WorkerOptions{}.preload;
   } configs[] = {
       // clang-format off
       {"prepared (default)", 2, true, true, true},
@@ -63,6 +65,8 @@ int main(int argc, char** argv) {
       {"prepared, no gc.freeze", 2, false, true, true},
       {"prepared, no warm-up plot", 2, true, false, true},
       {"prepared, no huge pages", 2, true, true, false},
+      {"prepared, preload numpy", 2, true, true, true, {"numpy"}},
+      {"prepared, preload nothing", 2, true, true, true, {}},
       // clang-format on
   };
   std::printf("%-28s %10s %10s %10s %10s %12s %10s\n", "configuration", "print p50", "print p95", "plot p50",
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
     o.pool.worker.gc_freeze = c.freeze;
     o.pool.worker.warm_plot = c.plot;
     o.pool.worker.huge_pages = c.huge;
+    o.pool.worker.preload = c.preload;
     auto e = engine::Engine::Create(o);
     if (!e) {
       std::fprintf(stderr, "bench-options: %s\n", e.error().message.c_str());

@@ -770,6 +770,13 @@ class ServiceTest(SharedCase):
                                 "execbox_rejected_requests_total{")):
                 self.assertRegex(name, r'\{transport="(http|mcp_http)",', name)
         self.assertGreater(m["execbox_warm_workers"], 0)
+        # The warm child that ran print(1) is ended in the background, and its CPU counted by phase.
+        ended = lambda: self.server.metrics().get("execbox_warm_children_ended_total", 0) >= 1
+        self.assertTrue(wait_until(ended, 30), self.server.metrics())
+        m = self.server.metrics()
+        for phase in ("zygote", "setup", "execution"):
+            self.assertGreater(m[f'execbox_warm_cpu_seconds_total{{phase="{phase}"}}'], 0, phase)
+        self.assertGreaterEqual(m['execbox_warm_cpu_seconds_total{phase="exit"}'], 0)
         # Every line is a comment or "name{labels} value".
         for line in text.splitlines():
             self.assertRegex(line, re.compile(r'^(#.*|[a-z_]+(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? '
