@@ -68,6 +68,10 @@ struct WatchSpec {
   CgroupUsage base;  // the group's counters when the execution began (sessions reuse a group)
 };
 
+// For tests: waits this long between a confirmed 'D' and asking the zygote for the files, so
+// that a one-shot child has surely ended (and its files been sent unasked) first.
+void DelayCollectForTesting(std::chrono::milliseconds delay);
+
 class Watch {
  public:
   Watch(const WatchSpec& spec, Channels& ch, Outcome& out);

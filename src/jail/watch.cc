@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstring>
+#include <thread>
 
 #include "jail/launch.h"
 #include "jail/wire.h"
@@ -15,6 +17,7 @@
 namespace execbox::jail {
 
 constexpr uint64_t kReportCap = 64ull << 20;
+std::atomic<int64_t> g_collect_delay_ms{0};  // DelayCollectForTesting
 // After asking the tree's parent to stop, how long before it is killed outright.
 constexpr auto kStopGrace = std::chrono::seconds(2);
 // How long after a 'D' the kernel may take to show the agent parked or exiting. The agent gets
@@ -319,10 +322,17 @@ void Watch::Loop() {
   if (ended_at_ == Clock::time_point{}) ended_at_ = Clock::now();
 }
 
+void DelayCollectForTesting(std::chrono::milliseconds delay) { g_collect_delay_ms = delay.count(); }
+
 void Watch::Collect() {
   if (!control_open_ || exited_) return;
+  if (int64_t delay = g_collect_delay_ms; delay > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   wire::Header h{.kind = wire::Kind::kCollect};
-  if (!SendWireHeader(ch_.control_host.Get(), &h, sizeof h)) return;
+  // A send that fails is still followed by the reading: a one-shot child can end between its
+  // 'D' and this request, and the zygote then sends its exit and files unasked and closes the
+  // socket (EPIPE here), with all of that still waiting to be read.
+  (void)SendWireHeader(ch_.control_host.Get(), &h, sizeof h);
   collecting_ = true;
   Loop();
   collecting_ = false;

@@ -19,6 +19,7 @@
 #include "base/random.h"
 #include "engine/result_json.h"
 #include "engine/warm_engine.h"
+#include "jail/launch.h"
 
 namespace execbox::engine {
 namespace {
@@ -146,6 +147,23 @@ TEST_F(Warm, TheChildsWarmUpLeavesNothingBehind) {
   ASSERT_EQ(f.files.size(), 1u) << Describe(f);
   EXPECT_EQ(f.files[0].name, "left.txt");
   EXPECT_EQ(f.files[0].content, "kept");
+}
+
+// A one-shot child can end between its done marker and the host's request for its files; the
+// zygote then sends them unasked and closes its socket. They must still be read (they were lost
+// in about 3 % of executions through a busy server). The delay makes that order certain.
+TEST_F(Warm, FilesComeBackEvenWhenTheChildEndsBeforeTheyAreAskedFor) {
+  struct Delay {
+    Delay() { jail::DelayCollectForTesting(std::chrono::milliseconds(500)); }
+    ~Delay() { jail::DelayCollectForTesting(std::chrono::milliseconds(0)); }
+  } delay;
+  for (int i = 0; i < 3; ++i) {
+    Result r = Run("open('out.txt', 'w').write('" + std::to_string(i) + "')\nprint('wrote')");
+    EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+    EXPECT_EQ(Out(r), "wrote\n") << Describe(r);
+    ASSERT_EQ(r.files.size(), 1u) << Describe(r);
+    EXPECT_EQ(r.files[0].content, std::to_string(i));
+  }
 }
 
 TEST_F(Warm, ThreadsAndProcessesDoNotSurvive) {
