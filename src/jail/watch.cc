@@ -17,7 +17,9 @@
 namespace execbox::jail {
 
 constexpr uint64_t kReportCap = 64ull << 20;
+namespace {
 std::atomic<int64_t> g_collect_delay_ms{0};  // DelayCollectForTesting
+}  // namespace
 // After asking the tree's parent to stop, how long before it is killed outright.
 constexpr auto kStopGrace = std::chrono::seconds(2);
 // How long after a 'D' the kernel may take to show the agent parked or exiting. The agent gets
