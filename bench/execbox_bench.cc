@@ -191,13 +191,13 @@ double Throughput(int n, double seconds, const std::function<void()>& fn, double
 // The pool's CPU counters over the warm throughput runs: the zygotes' and the ended children's
 // by phase, per child ended.
 struct CpuPhases {
-  uint64_t children = 0, zygote_ns = 0, before_ns = 0, during_ns = 0, end_ns = 0;
+  uint64_t children = 0, zygote_ns = 0, setup_ns = 0, execution_ns = 0, exit_ns = 0;
   void Add(const engine::PoolStats& a, const engine::PoolStats& b) {
     children += b.children_ended - a.children_ended;
     zygote_ns += b.zygote_cpu_ns - std::min(b.zygote_cpu_ns, a.zygote_cpu_ns);
-    before_ns += b.child_before_ns - a.child_before_ns;
-    during_ns += b.child_during_ns - a.child_during_ns;
-    end_ns += b.child_end_ns - a.child_end_ns;
+    setup_ns += b.child_setup_ns - a.child_setup_ns;
+    execution_ns += b.child_execution_ns - a.child_execution_ns;
+    exit_ns += b.child_exit_ns - a.child_exit_ns;
   }
   double PerChild(uint64_t ns) const {
     return children == 0 ? 0.0 : static_cast<double>(ns) / 1e6 / static_cast<double>(children);
@@ -623,13 +623,13 @@ int main(int argc, char** argv) {
     std::printf("  %-32s %9.1f %9.1f %9.1f\n", name, of(0), of(1), of(2));
   };
   phase_row("  of which the zygote (fork)", [&](int l) { return phases[l].PerChild(phases[l].zygote_ns); });
-  phase_row("  child: isolate + warm-up", [&](int l) { return phases[l].PerChild(phases[l].before_ns); });
-  phase_row("  child: the code (request)", [&](int l) { return phases[l].PerChild(phases[l].during_ns); });
-  phase_row("  child: exit", [&](int l) { return phases[l].PerChild(phases[l].end_ns); });
+  phase_row("  child: isolate + warm-up", [&](int l) { return phases[l].PerChild(phases[l].setup_ns); });
+  phase_row("  child: the code (request)", [&](int l) { return phases[l].PerChild(phases[l].execution_ns); });
+  phase_row("  child: exit", [&](int l) { return phases[l].PerChild(phases[l].exit_ns); });
   phase_row("  elsewhere (kernel threads...)", [&](int l) {
     return warm_cpu[l] - warm_host_cpu[l] -
-           phases[l].PerChild(phases[l].zygote_ns + phases[l].before_ns + phases[l].during_ns +
-                              phases[l].end_ns);
+           phases[l].PerChild(phases[l].zygote_ns + phases[l].setup_ns + phases[l].execution_ns +
+                              phases[l].exit_ns);
   });
   std::printf("%-34s %9s %9s\n", "memory (smaps_rollup), MB", "private", "PSS");
   std::printf("  %-32s %9.1f %9.1f\n", "1 idle session (after x = 1)", Mb(one_info->private_bytes),

@@ -158,9 +158,9 @@ PoolStats Pool::Stats() {
     s.zygote_cpu_ns += w->zygote->CpuNs();
   }
   s.children_ended = cpu_tally_->children;
-  s.child_before_ns = cpu_tally_->before_ns;
-  s.child_during_ns = cpu_tally_->during_ns;
-  s.child_end_ns = cpu_tally_->end_ns;
+  s.child_setup_ns = cpu_tally_->setup_ns;
+  s.child_execution_ns = cpu_tally_->execution_ns;
+  s.child_exit_ns = cpu_tally_->exit_ns;
   return s;
 }
 

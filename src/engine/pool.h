@@ -40,7 +40,7 @@ struct PoolStats {
   // gone), and the children that have ended after an execution, by phase (ChildCpuTally).
   uint64_t zygote_cpu_ns = 0;
   uint64_t children_ended = 0;
-  uint64_t child_before_ns = 0, child_during_ns = 0, child_end_ns = 0;
+  uint64_t child_setup_ns = 0, child_execution_ns = 0, child_exit_ns = 0;
 };
 
 class Pool {

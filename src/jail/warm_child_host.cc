@@ -104,9 +104,9 @@ WarmChild::~WarmChild() {
     cgroup_->KillAll();  // what the group's removal does first: its exit is then counted
     uint64_t total = std::max(cgroup_->ReadUsage().cpu_ns, cpu_at_last_end_ns_);
     ChildCpuTally& t = *options_.cpu_tally;
-    t.before_ns += cpu_at_first_request_ns_;
-    t.during_ns += cpu_at_last_end_ns_ - std::min(cpu_at_last_end_ns_, cpu_at_first_request_ns_);
-    t.end_ns += total - cpu_at_last_end_ns_;
+    t.setup_ns += cpu_at_first_request_ns_;
+    t.execution_ns += cpu_at_last_end_ns_ - std::min(cpu_at_last_end_ns_, cpu_at_first_request_ns_);
+    t.exit_ns += total - cpu_at_last_end_ns_;
     ++t.children;
   }
   cgroup_.reset();  // kills what is left and removes the group

@@ -43,10 +43,10 @@ using FileExpected = std::expected<T, FileFailure>;
 // Where the CPU of children went, added up by their owner (a pool) as each child ends; read
 // from each child's own cgroup, so the kernel's work for it (faults, its exit) is in it too.
 struct ChildCpuTally {
-  std::atomic<uint64_t> children{0};   // ended after at least one execution
-  std::atomic<uint64_t> before_ns{0};  // from its cgroup's start to the first request: isolation, warm-up
-  std::atomic<uint64_t> during_ns{0};  // the executions (and, for a session, what ran between them)
-  std::atomic<uint64_t> end_ns{0};     // after the last execution until the group was empty: the exit
+  std::atomic<uint64_t> children{0};      // ended after at least one execution
+  std::atomic<uint64_t> setup_ns{0};      // from its cgroup's start to the first request: isolation, warm-up
+  std::atomic<uint64_t> execution_ns{0};  // the executions (and, for a session, what ran between them)
+  std::atomic<uint64_t> exit_ns{0};       // after the last execution until the group was empty: the exit
 };
 
 struct WarmChildOptions {

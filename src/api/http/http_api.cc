@@ -109,9 +109,9 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
       gauges.prepared_children = stats.prepared;
       gauges.children_ended = stats.children_ended;
       gauges.zygote_cpu_ns = stats.zygote_cpu_ns;
-      gauges.child_setup_cpu_ns = stats.child_before_ns;
-      gauges.child_execution_cpu_ns = stats.child_during_ns;
-      gauges.child_exit_cpu_ns = stats.child_end_ns;
+      gauges.child_setup_cpu_ns = stats.child_setup_ns;
+      gauges.child_execution_cpu_ns = stats.child_execution_ns;
+      gauges.child_exit_cpu_ns = stats.child_exit_ns;
     }
     if (auto* sessions = gate_.engine().sessions()) gauges.sessions = sessions->size();
     if (connection_count_) gauges.connections = connection_count_();
