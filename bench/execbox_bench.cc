@@ -404,7 +404,8 @@ int main(int argc, char** argv) {
   };
   auto served = [&](const Command& cmd) {
     double ms = RunOnce(cmd);
-    WaitServerFull(socket_path, 2, settle);
+    WaitServerFull(socket_path, engine::PoolOptions{}.prepared_per_worker * static_cast<size_t>(workers),
+                   settle);
     return ms;
   };
   auto in_session = [&](const std::string& code) {

@@ -393,7 +393,7 @@ class Zygote {
 
 }  // namespace
 
-uint64_t CollapseIntoHugePages() {
+void CollapseIntoHugePages() {
 #ifdef MADV_COLLAPSE
   constexpr int kCollapse = MADV_COLLAPSE;
 #else
@@ -401,7 +401,7 @@ uint64_t CollapseIntoHugePages() {
 #endif
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   FILE* maps = std::fopen("/proc/self/maps", "re");
-  if (maps == nullptr) return 0;
+  if (maps == nullptr) return;
   // Read first, advise after: collapsing changes the mappings being read.
   std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
   char line[512];
@@ -416,11 +416,7 @@ uint64_t CollapseIntoHugePages() {
     if (last > first) ranges.emplace_back(first, last);
   }
   std::fclose(maps);
-  uint64_t collapsed = 0;
-  for (auto [first, last] : ranges) {
-    if (::madvise(reinterpret_cast<void*>(first), last - first, kCollapse) == 0) collapsed += last - first;
-  }
-  return collapsed;
+  for (auto [first, last] : ranges) (void)::madvise(reinterpret_cast<void*>(first), last - first, kCollapse);
 }
 
 void ServeZygote(int command_fd, const ZygoteReady& ready, const ZygoteSetup& setup) {

@@ -63,8 +63,8 @@ struct ZygoteSetup {
 // leaves the memory as it is). For a zygote before it serves: each fork then copies and each
 // exit tears down one entry per 2 MiB instead of 512, and a child still copies only the 4 KiB
 // pages it writes. No VM_HUGEPAGE is set, so the children's own new memory stays in small
-// pages. Returns how many bytes were collapsed.
-uint64_t CollapseIntoHugePages();
+// pages. A range the kernel will not collapse stays as it is.
+void CollapseIntoHugePages();
 
 // The zygote's loop: sends `ready`, then forks a child for every command until the host
 // closes the command socket (then exits 0). Never returns.

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
                 config.value("warm_plot", true), config.value("gc_freeze", true));
 
   // After the warm-up and its final collection: the memory every child will share.
-  if (config.value("huge_pages", true)) (void)execbox::jail::CollapseIntoHugePages();
+  if (config.value("huge_pages", true)) execbox::jail::CollapseIntoHugePages();
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;
   setup.landlock =
