@@ -61,7 +61,7 @@ void Run(std::string_view input) {
     CheckProgram(request->program);
   }
   if (auto request = api::ParseCheckBody(input)) CheckProgram(request->program);
-  if (auto overrides = api::ParseSessionBody(input)) CheckLimits(*overrides);
+  if (auto body = api::ParseSessionBody(input)) CheckLimits(body->limits);
   if (auto path = api::ValidateFilePath(input)) CheckPath(*path);
 }
 

@@ -253,8 +253,10 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
       return make(RefusalKind::kBadRequest, "invalid-path", "Invalid file path");
     case SessionError::kRefused:
       return make(RefusalKind::kConflict, "file-refused", "File refused");
-    case SessionError::kUnsupported:
-      return make(RefusalKind::kConflict, "fork-unsupported", "Session fork unsupported");
+    case SessionError::kStateNotCopied:
+      return make(RefusalKind::kConflict, "state-not-copied", "Session state not copied");
+    case SessionError::kNothingToUndo:
+      return make(RefusalKind::kConflict, "nothing-to-undo", "Nothing to undo");
     case SessionError::kFileNotFound:
       return make(RefusalKind::kNotFound, "file-not-found", "File not found");
     case SessionError::kTooLarge:
@@ -266,7 +268,7 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
 }
 
 Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
-                                         const Origin& origin) {
+                                         const Origin& origin, bool checkpoint) {
   const char* route = "session_create";
   auto refuse = [&](Refusal r) {
     return std::unexpected(Reject(caller, origin, route, "", "", std::move(r)));
@@ -279,7 +281,7 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   auto ticket = admission_.Reserve(caller);
   if (!ticket) return refuse(std::move(ticket.error()));
   if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
-  auto info = engine_.sessions()->Create(caller.id, *limits);
+  auto info = engine_.sessions()->Create(caller.id, *limits, checkpoint);
   { Ticket done = std::move(*ticket); }
   if (!info) return refuse(FromSession(info.error(), ""));
   Audit(caller, origin, route, info->id, "", "created", nullptr);
@@ -308,11 +310,35 @@ Refused<void> Gate::CloseSession(const Caller& caller, const std::string& id, co
   return {};
 }
 
-Refused<SessionInfo> Gate::ForkSession(const Caller& caller, const std::string& id) {
-  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
-  auto forked = engine_.sessions()->Fork(caller.id, id);
-  if (!forked) return std::unexpected(FromSession(forked.error(), id));
-  return std::move(*forked);
+template <typename T, typename Call>
+Refused<T> Gate::InSlot(const Caller& caller, const Origin& origin, const char* route, const std::string& id,
+                        Call call) {
+  auto refuse = [&](Refusal r) {
+    return std::unexpected(Reject(caller, origin, route, id, "", std::move(r)));
+  };
+  if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
+  if (closed()) return refuse(ShuttingDown());
+  auto ticket = admission_.Reserve(caller);
+  if (!ticket) return refuse(std::move(ticket.error()));
+  if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
+  auto done = call(*engine_.sessions());
+  { Ticket free = std::move(*ticket); }
+  if (!done) return refuse(FromSession(done.error(), id));
+  return std::move(*done);
+}
+
+Refused<StateCopied> Gate::ForkSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  auto forked = InSlot<StateCopied>(caller, origin, "session_fork", id,
+                                    [&](Sessions& sessions) { return sessions.Fork(caller.id, id); });
+  if (forked) Audit(caller, origin, "session_fork", forked->info.id, "", "forked:" + id, nullptr);
+  return forked;
+}
+
+Refused<StateCopied> Gate::UndoSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  auto undone = InSlot<StateCopied>(caller, origin, "session_undo", id,
+                                    [&](Sessions& sessions) { return sessions.Undo(caller.id, id); });
+  if (undone) Audit(caller, origin, "session_undo", id, "", "undone", nullptr);
+  return undone;
 }
 
 Refused<void> Gate::WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,

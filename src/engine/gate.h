@@ -105,12 +105,17 @@ class Gate {
   // Sessions. Each belongs to the caller that created it; to any other it does not exist.
   // `limits` at creation become the defaults of the session's executions, and fix for good the
   // limits only a new child can take.
-  Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits,
-                                     const Origin& origin);
+  // `checkpoint`: a snapshot before each execution, for UndoSession.
+  Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin,
+                                     bool checkpoint = false);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
   std::vector<SessionInfo> ListSessions(const Caller& caller);
   Refused<void> CloseSession(const Caller& caller, const std::string& id, const Origin& origin);
-  Refused<SessionInfo> ForkSession(const Caller& caller, const std::string& id);
+  // A new session of the caller's holding a copy of this one's state (Sessions::Fork), and the
+  // state from before the last execution put back (Sessions::Undo). Each makes a child and
+  // runs the agent, so each is admitted (a slot, the caller's rate) and audited.
+  Refused<StateCopied> ForkSession(const Caller& caller, const std::string& id, const Origin& origin);
+  Refused<StateCopied> UndoSession(const Caller& caller, const std::string& id, const Origin& origin);
   Refused<void> WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                  std::string content);
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
@@ -135,6 +140,10 @@ class Gate {
   // Audits and counts a refusal; returns it, for `return std::unexpected(Reject(...))`.
   Refusal Reject(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
                  const std::string& code, Refusal refusal);
+  // Admission for a session call that makes a child or runs the agent; runs `call` in a slot.
+  template <typename T, typename Call>
+  Refused<T> InSlot(const Caller& caller, const Origin& origin, const char* route, const std::string& id,
+                    Call call);
   void Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
              const std::string& code, const std::string& status, const nlohmann::json& usage);
 

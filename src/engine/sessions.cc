@@ -1,5 +1,6 @@
 #include "engine/sessions.h"
 
+#include <optional>
 #include <string_view>
 
 #include "base/random.h"
@@ -85,6 +86,9 @@ struct Sessions::Session {
   std::chrono::system_clock::time_point created, last_used;
   bool closed = false;
   std::atomic<bool> deleting{false};  // Delete stops a running execution rather than wait for it
+  bool checkpoint = false;            // set before the session is published
+  std::optional<Snapshot> undo;       // the state before the last execution
+  std::string checkpoint_failure;     // why there is none, when the last checkpoint failed
 };
 
 Sessions::Sessions(Pool& pool, SessionOptions options) : pool_(pool), options_(options) {
@@ -134,7 +138,9 @@ SessionInfo Sessions::InfoOf(Session& s) {
                    .preserved = !s.next_reply_lost,
                    .lost_reason = s.lost_reason,
                    .created = s.created,
-                   .last_used = s.last_used};
+                   .last_used = s.last_used,
+                   .checkpoint = s.checkpoint,
+                   .can_undo = s.undo.has_value()};
   if (s.child) {
     auto m = s.child->ReadMemory();
     info.private_bytes = m.private_bytes;
@@ -143,7 +149,8 @@ SessionInfo Sessions::InfoOf(Session& s) {
   return info;
 }
 
-SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const jail::Limits& limits) {
+SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const jail::Limits& limits,
+                                              bool checkpoint) {
   auto id = NewSessionId(options_.instance);
   if (!id) return std::unexpected(Internal("could not make a session id: " + id.error().message));
   auto s = std::make_shared<Session>();
@@ -151,6 +158,7 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
   s->owner = owner;
   s->created = s->last_used = std::chrono::system_clock::now();
   s->limits = limits;
+  s->checkpoint = checkpoint;
   {
     std::lock_guard lock(mu_);
     if (sessions_.size() >= options_.max_sessions) {
@@ -181,6 +189,10 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   // Restart empty if the process is gone; the reply below says the state is gone
   // (next_reply_lost is already set).
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
+  if (s->checkpoint) {
+    Checkpoint(*s);
+    if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
+  }
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Invalid(request.error().message));
   jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel, .cancel_too = &s->deleting};
@@ -334,13 +346,100 @@ std::vector<SessionInfo> Sessions::List(const std::string& owner) {
   return out;
 }
 
-SessionExpected<SessionInfo> Sessions::Fork(const std::string& owner, const std::string& id) {
-  if (!Find(owner, id)) return std::unexpected(NotFound(id));
-  return std::unexpected(SessionFailure{
-      SessionError::kUnsupported,
-      ("session fork is not available: a forked copy of a locked-down session process keeps the "
-       "original's seccomp filter and has no capabilities, so it cannot be given its own mount, pid and "
-       "network namespaces, and would share the original's work dir")});
+void Sessions::Checkpoint(Session& s) {
+  s.undo.reset();
+  auto taken = TakeSnapshot(*s.child, s.limits, &s.deleting);
+  if (taken) {
+    s.undo = std::move(*taken);
+    s.checkpoint_failure.clear();
+    return;
+  }
+  // The execution goes ahead without a checkpoint; Undo says why there is none.
+  s.checkpoint_failure = CopyFailure(&s, taken.error()).message;
+  if (taken.error().kind == StateCopyFailure::Kind::kInternal) {
+    s.checkpoint_failure = "the checkpoint could not be made (an internal error)";
+  }
+}
+
+SessionFailure Sessions::CopyFailure(Session* s, const StateCopyFailure& failure) {
+  using K = StateCopyFailure::Kind;
+  switch (failure.kind) {
+    case K::kRefused:
+      return {SessionError::kStateNotCopied, failure.message};
+    case K::kLost:
+      if (s != nullptr) Lost(*s, failure.lost_reason.c_str());
+      return {SessionError::kStateNotCopied, failure.message + "; the session's state is lost"};
+    case K::kInternal:
+      break;
+  }
+  return Internal(failure.message);
+}
+
+SessionExpected<StateCopied> Sessions::Fork(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  Snapshot snapshot;
+  {
+    std::lock_guard run(s->run_mu);
+    if (s->closed) return std::unexpected(NotFound(id));
+    s->last_used = std::chrono::system_clock::now();
+    if (!s->child || !s->child->alive()) {
+      return std::unexpected(SessionFailure{
+          SessionError::kStateNotCopied,
+          "the session's process has ended (" + (s->lost_reason.empty() ? "exited" : s->lost_reason) +
+              ") and its state with it: there is nothing to fork until it runs again"});
+    }
+    auto taken = TakeSnapshot(*s->child, s->limits, &s->deleting);
+    if (!taken) return std::unexpected(CopyFailure(s.get(), taken.error()));
+    snapshot = std::move(*taken);
+  }
+  auto created = Create(owner, s->limits, s->checkpoint);
+  if (!created) return std::unexpected(created.error());
+  auto copy = Find(owner, created->id);
+  if (!copy) return std::unexpected(NotFound(created->id));  // deleted the moment it was made
+  std::unique_lock run(copy->run_mu);
+  auto restored = RestoreSnapshot(*copy->child, copy->limits, snapshot.blob, &copy->deleting);
+  if (!restored) {
+    SessionFailure failure = CopyFailure(nullptr, restored.error());
+    run.unlock();
+    Close(copy->id);
+    return std::unexpected(failure);
+  }
+  copy->last_used = std::chrono::system_clock::now();
+  return StateCopied{.info = InfoOf(*copy), .left_out = std::move(restored->left_out)};
+}
+
+SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  s->last_used = std::chrono::system_clock::now();
+  if (!s->checkpoint) {
+    return std::unexpected(
+        SessionFailure{SessionError::kNothingToUndo, "undo needs a session created with checkpoint: true"});
+  }
+  if (!s->undo) {
+    return std::unexpected(
+        SessionFailure{SessionError::kNothingToUndo,
+                       s->checkpoint_failure.empty()
+                           ? "nothing to undo: no execution since the session was created or last undone"
+                           : "no checkpoint from before the last execution: " + s->checkpoint_failure});
+  }
+  auto child = pool_.Acquire(s->limits, true);
+  if (!child)
+    return std::unexpected(Internal("could not start a child for the undo: " + child.error().message));
+  auto restored = RestoreSnapshot(**child, s->limits, s->undo->blob, &s->deleting);
+  if (!restored) {
+    pool_.Retire(std::move(*child));
+    return std::unexpected(CopyFailure(nullptr, restored.error()));
+  }
+  if (s->child) pool_.Retire(std::move(s->child));
+  s->child = std::move(*child);
+  s->undo.reset();
+  s->next_reply_lost = false;  // the state is the checkpoint's, as the reply says
+  s->lost_reason.clear();
+  return StateCopied{.info = InfoOf(*s), .left_out = std::move(restored->left_out)};
 }
 
 SessionExpected<void> Sessions::Delete(const std::string& owner, const std::string& id) {

@@ -5,6 +5,9 @@
 // When an execution kills the session's process (a timeout, the memory limit, a crash), the
 // reply says the state was lost and why, and the session restarts empty at generation + 1;
 // its next reply says "lost" too, once, so a model never assumes its variables survived.
+// A session's state is copied as data (state_copy.h): Fork makes an independent session from
+// a snapshot of another, and a session created with `checkpoint` keeps a snapshot from before
+// each execution, which Undo restores.
 #pragma once
 
 #include <chrono>
@@ -22,6 +25,7 @@
 #include "base/error.h"
 #include "engine/engine.h"
 #include "engine/pool.h"
+#include "engine/state_copy.h"
 
 namespace execbox::engine {
 
@@ -51,17 +55,26 @@ struct SessionInfo {
   std::string lost_reason;
   std::chrono::system_clock::time_point created, last_used;
   uint64_t private_bytes = 0, pss_bytes = 0;  // of the session's Python process, when known
+  bool checkpoint = false;                    // a snapshot is taken before each execution (for Undo)
+  bool can_undo = false;                      // one is held now
+};
+
+// A session made or changed from a snapshot (Fork, Undo), and what did not come along.
+struct StateCopied {
+  SessionInfo info;
+  std::vector<LeftOut> left_out;
 };
 
 enum class SessionError {
-  kNotFound,      // no such session for this owner
-  kFull,          // max_sessions reached
-  kInvalid,       // a file path that cannot be one (absolute, "..", a control character)
-  kRefused,       // the zygote refused a file (a symlink or a file where a directory must be)
-  kUnsupported,   // fork: not possible for a process (see Fork)
-  kInternal,      // the sandbox failed; the message is for the server's log, not the client
-  kFileNotFound,  // ReadFile: missing, not a regular file, or a symbolic link on the path
-  kTooLarge,      // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
+  kNotFound,        // no such session for this owner
+  kFull,            // max_sessions reached
+  kInvalid,         // a file path that cannot be one (absolute, "..", a control character)
+  kRefused,         // the zygote refused a file (a symlink or a file where a directory must be)
+  kStateNotCopied,  // a snapshot or restore the agent refused, or the state is gone; says why
+  kNothingToUndo,   // Undo: no checkpoint (not asked for at creation, none yet, or it failed)
+  kInternal,        // the sandbox failed; the message is for the server's log, not the client
+  kFileNotFound,    // ReadFile: missing, not a regular file, or a symbolic link on the path
+  kTooLarge,        // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
 };
 
 struct SessionFailure {
@@ -80,7 +93,10 @@ class Sessions {
   Sessions& operator=(const Sessions&) = delete;
 
   // Every call names the owner: a session exists only for the caller that created it.
-  SessionExpected<SessionInfo> Create(const std::string& owner, const jail::Limits& limits);
+  // `checkpoint`: keep a snapshot from before each execution, for Undo (it costs a snapshot,
+  // of the globals and the work dir, per execution).
+  SessionExpected<SessionInfo> Create(const std::string& owner, const jail::Limits& limits,
+                                      bool checkpoint = false);
   SessionExpected<Result> Execute(const std::string& owner, const std::string& id,
                                   const runtime::PythonProgram& program, const ExecuteOptions& options = {});
   SessionExpected<SessionInfo> Info(const std::string& owner, const std::string& id);
@@ -88,11 +104,15 @@ class Sessions {
   // never change): for a caller deciding at once whether a request may go ahead.
   SessionExpected<jail::Limits> CreatedWith(const std::string& owner, const std::string& id);
   std::vector<SessionInfo> List(const std::string& owner);
-  // Forking a session's process cannot give the copy its own mount, pid and network
-  // namespaces: the copy inherits the original's seccomp filter and has no capability, and no
-  // kernel interface lets another process change its namespaces. So Fork refuses with
-  // kUnsupported and says why, rather than returning a copy that shares the original's work dir.
-  SessionExpected<SessionInfo> Fork(const std::string& owner, const std::string& id);
+  // A new session of the same owner, limits and checkpointing, holding a copy of this one's
+  // state: a snapshot made inside this session's sandbox, restored in a fresh child (its own
+  // namespaces, cgroup, work dir). The two are independent from then on. Not a copy of the
+  // process: a forked locked-down process keeps its seccomp filter and cannot be given
+  // namespaces of its own. `left_out` lists what the snapshot could not hold.
+  SessionExpected<StateCopied> Fork(const std::string& owner, const std::string& id);
+  // Puts back the state from before the last execution (a session created with checkpoint),
+  // in a fresh child; once per checkpoint. `left_out` lists what the checkpoint could not hold.
+  SessionExpected<StateCopied> Undo(const std::string& owner, const std::string& id);
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).
@@ -128,6 +148,10 @@ class Sessions {
   static void Lost(Session& s, const char* reason);
   // Restarts a session whose process is gone; false with the reason when no child is available.
   SessionExpected<void> EnsureChild(Session& s);
+  // The snapshot before an execution, for Undo (a session created with checkpoint).
+  void Checkpoint(Session& s);
+  // A failed snapshot or restore as the caller hears it; a process that ended marks `s` lost.
+  SessionFailure CopyFailure(Session* s, const StateCopyFailure& failure);
 
   Pool& pool_;
   SessionOptions options_;

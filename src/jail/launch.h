@@ -86,8 +86,9 @@ class Watch {
   bool setup_failed() const { return setup_failed_; }
   bool report_done() const { return report_done_; }
   // After a session execution: asks the zygote for the files changed since its last
-  // collection and reads them (and nothing else) until it says kCollected.
-  void Collect();
+  // collection and reads them (and nothing else) until it says kCollected. `send` false: the
+  // zygote only notes the files as they are (the next collection reports what changes after).
+  void Collect(bool send = true);
 
  private:
   void Stop(Ending reason);

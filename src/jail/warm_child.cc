@@ -104,9 +104,10 @@ class ChangedFiles {
  public:
   ChangedFiles() : pool_(&g_wiped), last_(&pool_), now_(&pool_) {}
 
-  void Collect(const ChildPlan& plan, int workfd) {
+  // `send` false: the files are noted as they are, and none is sent (the host made them).
+  void Collect(const ChildPlan& plan, int workfd, bool send) {
     now_.clear();
-    FileFilter filter{this, &ChangedFiles::Wanted};
+    FileFilter filter{this, send ? &ChangedFiles::Wanted : &ChangedFiles::NoteOnly};
     SendOutputsBeneath(plan, workfd, &filter);
     last_.swap(now_);
     now_.clear();
@@ -124,6 +125,10 @@ class ChangedFiles {
     auto [it, added] =
         stamps.emplace(std::piecewise_construct, std::forward_as_tuple(path), std::forward_as_tuple(stamp));
     if (!added) it->second = stamp;
+  }
+  static bool NoteOnly(void* context, const char* path, const struct stat& st) {
+    Note(static_cast<ChangedFiles*>(context)->now_, path, st);
+    return false;
   }
   static bool Wanted(void* context, const char* path, const struct stat& st) {
     auto* self = static_cast<ChangedFiles*>(context);
@@ -186,7 +191,7 @@ void ServeHost(pid_t pid, Child& c) {
   if (ok && h.kind == wire::Kind::kStop) {
     ::kill(pid, SIGKILL);  // pid 1 of its namespace: the kernel kills the rest
   } else if (ok && h.kind == wire::Kind::kCollect) {
-    c.changed->Collect(c.Plan(), c.workfd);
+    c.changed->Collect(c.Plan(), c.workfd, h.a != 1);
     c.collected = true;
     Send(c.control, wire::Kind::kCollected);
   } else if (ok && (h.kind == wire::Kind::kReadFile || h.kind == wire::Kind::kWriteFile)) {

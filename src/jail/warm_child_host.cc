@@ -113,7 +113,7 @@ WarmChild::~WarmChild() {
 }
 
 Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string& stdin_data,
-                                     const Limits& limits, const RunHooks& hooks) {
+                                     const Limits& limits, const RunHooks& hooks, FilesAfter files) {
   const auto handed_at = Clock::now();
   if (!alive_) return Fail("this warm child is no longer alive");
   if (auto s = ValidateLimits(limits); !s) return std::unexpected(s.error());
@@ -167,7 +167,9 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                  .base = base};
   Watch watch(spec, ch, out);
   watch.Loop();
-  if (watch.report_done() && options_.collect.enabled) watch.Collect();
+  if (watch.report_done() && (options_.collect.enabled || files == FilesAfter::kNote)) {
+    watch.Collect(files == FilesAfter::kSend);
+  }
   control_ = std::move(ch.control_host);
   if (!options_.session || !watch.report_done() || watch.stop_reason()) alive_ = false;
   out.ended_by_report = watch.report_done() && !watch.stop_reason();

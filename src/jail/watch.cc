@@ -326,11 +326,11 @@ void Watch::Loop() {
 
 void DelayCollectForTesting(std::chrono::milliseconds delay) { g_collect_delay_ms = delay.count(); }
 
-void Watch::Collect() {
+void Watch::Collect(bool send) {
   if (!control_open_ || exited_) return;
   if (int64_t delay = g_collect_delay_ms; delay > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-  wire::Header h{.kind = wire::Kind::kCollect};
+  wire::Header h{.kind = wire::Kind::kCollect, .a = send ? 0 : 1};
   // A send that fails is still followed by the reading: a one-shot child can end between its
   // 'D' and this request, and the zygote then sends its exit and files unasked and closes the
   // socket (EPIPE here), with all of that still waiting to be read.

@@ -14,6 +14,7 @@ enum class Kind : uint32_t {
   kInputsDone = 3,  // start the code
   kStop = 4,        // kill the code's whole tree now (a limit was reached)
   kCollect = 5,     // warm session: send the work dir's files changed since the last kCollect
+                    // (a = 1: only note them as they are now, sending nothing)
   kHello = 6,       // warm child -> host, first message: the host reads the pid from its credentials
   // host -> the zygote for a warm session, between executions (the reply is kFileData and/or kFileResult):
   kReadFile = 7,   // a = path length, b = the most bytes wanted; the path follows (relative to the

@@ -67,8 +67,12 @@ class WarmChild {
   // watches it under `limits` like a cold run. `limits` may differ from the spawn-time ones
   // only in wall time, CPU time, memory, processes and output (the rest is fixed at spawn).
   // A one-shot child is used up after this; a session child lives on unless it died.
+  // `files` kNote (a session's snapshot or restore, whose files are the host's doing): the work
+  // dir is noted as it is and no file comes back, now or from the next execution unless it
+  // changes them.
+  enum class FilesAfter { kSend, kNote };
   Expected<Outcome> Execute(std::string_view request, const std::string& stdin_data, const Limits& limits,
-                            const RunHooks& hooks);
+                            const RunHooks& hooks, FilesAfter files = FilesAfter::kSend);
   // A session child, between executions: the zygote (trusted; it holds the child's work dir
   // by descriptor from outside the child's mount namespace) writes or reads one file of it.
   // `path` is relative to the work dir and plain (ValidateRelativeName). Nothing is followed

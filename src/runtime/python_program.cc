@@ -81,6 +81,16 @@ Expected<std::string> MakeRequest(const PythonProgram& program, bool with_inputs
   return request->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes) {
+  nlohmann::json request = {{"mode", what == StateCopy::kSnapshot ? "snapshot" : "restore"},
+                            {"code", ""},
+                            {"filename", "<snapshot>"},
+                            {"policy", nullptr},
+                            {"max_repr_bytes", output_bytes},
+                            {"max_stream_event_bytes", output_bytes}};
+  return request.dump();
+}
+
 jail::Policy BasePythonPolicy() {
   jail::Policy p;
   p.env = {

@@ -48,6 +48,15 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program);
 // child receives them with the request, where a cold jail's init writes them itself.
 Expected<std::string> MakeRequest(const PythonProgram& program, bool with_inputs);
 
+// A warm session's state, copied as data (the agent's snapshot.py): the request that makes a
+// snapshot file in the session's work dir (named kSnapshotFile, for the host to read there), or
+// that restores the one the host put at kRestoreFile. Either answers with one result whose
+// application/json is the agent's summary.
+inline constexpr const char* kSnapshotFile = ".execbox-snapshot";
+inline constexpr const char* kRestoreFile = ".execbox-restore";
+enum class StateCopy { kSnapshot, kRestore };
+std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes);
+
 // What every Python jail shares, cold or warm: interpreter, environment, system files, agent.
 jail::Policy BasePythonPolicy();
 

@@ -473,6 +473,7 @@ class SessionTest(SharedCase):
         self.assertValid("SessionInfo", info.json())
         self.assertEqual(info.json()["id"], sid)
         self.assertEqual(info.json()["executions"], 3)
+        self.assertFalse(info.json()["checkpoint"])
 
         listing = self.server.request("GET", "/v1/sessions")
         self.assertEqual(listing.status, 200, repr(listing))
@@ -480,8 +481,14 @@ class SessionTest(SharedCase):
         self.assertIn(sid, [s["id"] for s in listing.json()["sessions"]])
 
         fork = self.server.request("POST", f"/v1/sessions/{sid}/fork")
-        body = self.assertProblem(fork, 409, "fork-unsupported")
-        self.assertIn("seccomp", body["detail"])
+        self.assertEqual(fork.status, 201, repr(fork))
+        self.assertValid("ForkedSession", fork.json())
+        copy = fork.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{copy}")
+        self.assertNotEqual(copy, sid)
+        self.assertEqual(fork.json()["not_copied"], [])
+        self.assertEqual(self.run_in(copy, "x = x + 100\nx")["result"]["data"]["text/plain"], "141")
+        self.assertEqual(self.run_in(sid, "x")["result"]["data"]["text/plain"], "41")
 
         d = self.server.request("DELETE", f"/v1/sessions/{sid}")
         self.assertEqual(d.status, 204, repr(d))
@@ -492,6 +499,46 @@ class SessionTest(SharedCase):
         self.assertProblem(self.server.request("DELETE", f"/v1/sessions/{sid}"), 404, "session-not-found")
         listing = self.server.request("GET", "/v1/sessions").json()
         self.assertNotIn(sid, [s["id"] for s in listing["sessions"]])
+
+    def test_fork_lists_what_it_could_not_copy(self):
+        sid = self.create()
+        self.run_in(sid, "import numpy as np\nfrom collections import Counter\na = np.ones(4)\n"
+                         "def total(): return a.sum()\nc = Counter('abca')\ngen = (i for i in [1])\n"
+                         "fh = open('out.txt', 'w')\nopen('in.txt', 'w').write('kept')")
+        fork = self.server.request("POST", f"/v1/sessions/{sid}/fork")
+        self.assertEqual(fork.status, 201, repr(fork))
+        body = fork.json()
+        self.assertValid("ForkedSession", body)
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{body['id']}")
+        left = {e["name"]: e for e in body["not_copied"]}
+        self.assertEqual(set(left), {"gen", "fh"}, body)
+        self.assertEqual(left["gen"]["type"], "generator")
+        self.assertIn("pickle", left["gen"]["reason"])
+        r = self.run_in(body["id"], "total(), c['a'], open('in.txt').read()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "(4.0, 2, 'kept')")
+
+    def test_undo(self):
+        plain = self.create()
+        self.run_in(plain, "x = 1")
+        self.assertProblem(self.server.request("POST", f"/v1/sessions/{plain}/undo"), 409, "nothing-to-undo")
+        bad = self.server.request("POST", "/v1/sessions", {"checkpoint": "yes"})
+        self.assertProblem(bad, 400, "wrong-type")
+        r = self.server.request("POST", "/v1/sessions", {"checkpoint": True})
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{sid}")
+        self.assertTrue(r.json()["checkpoint"])
+        self.assertFalse(r.json()["can_undo"])
+        self.run_in(sid, "rows = [1, 2, 3]")
+        self.run_in(sid, "rows.clear()\nlog = open('log.txt', 'w')")
+        undo = self.server.request("POST", f"/v1/sessions/{sid}/undo")
+        self.assertEqual(undo.status, 200, repr(undo))
+        self.assertValid("UndoneSession", undo.json())
+        self.assertEqual(undo.json()["not_restored"], [])
+        self.assertEqual(undo.json()["state"], "preserved")
+        r = self.run_in(sid, "rows, 'log' in globals()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "([1, 2, 3], False)")
+        self.assertEqual(r["session"]["state"], "preserved")
 
     def test_delete_while_an_execution_runs(self):
         # README: "Delete: frees the process tree, the cgroup and the mounts at once." A running
@@ -599,6 +646,7 @@ class SessionTest(SharedCase):
         checks = [("GET", f"/v1/sessions/{sid}", None),
                   ("POST", f"/v1/sessions/{sid}/execute", {"code": "secret"}),
                   ("POST", f"/v1/sessions/{sid}/fork", None),
+                  ("POST", f"/v1/sessions/{sid}/undo", None),
                   ("GET", f"/v1/sessions/{sid}/files/f.txt", None),
                   ("PUT", f"/v1/sessions/{sid}/files/g.txt", b"bravo"),
                   ("DELETE", f"/v1/sessions/{sid}", None),
@@ -710,7 +758,7 @@ class ServiceTest(SharedCase):
         doc = r.json()
         self.assertTrue(doc["openapi"].startswith("3.1"), doc["openapi"])
         for path in ("/v1/execute", "/v1/check", "/v1/sessions", "/v1/sessions/{id}", "/v1/sessions/{id}/execute",
-                     "/v1/sessions/{id}/fork", "/v1/sessions/{id}/files/{path}", "/livez", "/readyz", "/metrics"):
+                     "/v1/sessions/{id}/fork", "/v1/sessions/{id}/undo", "/v1/sessions/{id}/files/{path}", "/livez", "/readyz", "/metrics"):
             self.assertIn(path, doc["paths"])
         for name in ("Result", "SessionInfo", "SessionList", "Problem", "CheckResult", "Livez", "Readyz"):
             self.assertIn(name, doc["components"]["schemas"])

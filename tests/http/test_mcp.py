@@ -87,7 +87,7 @@ class McpGateTest(ApiTestCase):
 
     def test_tools_carry_the_servers_limits(self):
         tools = self.mcp().tools()
-        self.assertEqual(set(tools), {"execute_python", "create_session", "close_session"})
+        self.assertEqual(set(tools), {"execute_python", "create_session", "fork_session", "close_session"})
         schema = tools["execute_python"]["inputSchema"]
         props = schema["properties"]
         self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id"}, props)
@@ -136,8 +136,8 @@ class McpGateTest(ApiTestCase):
         for tool, arguments, type_ in cases:
             with self.subTest(tool=tool, arguments=arguments):
                 self.assertRefused(client.call(tool, arguments), type_)
-        # A tool that does not exist (fork_session is gone) is a protocol error, not a tool result.
-        for name in ("fork_session", "nope"):
+        # A tool that does not exist is a protocol error, not a tool result.
+        for name in ("nope",):
             answer = client.rpc("tools/call", {"name": name, "arguments": {"session_id": "x"}})
             self.assertEqual(answer.get("error", {}).get("code"), -32602, answer)
             self.assertIn("unknown tool", answer["error"]["message"])
@@ -303,6 +303,8 @@ class McpGateTest(ApiTestCase):
                       ("POST", "/v1/execute", {"code": "print(secret)", "session_id": sid}),
                       ("GET", f"/v1/sessions/{sid}/files/s.txt", None),
                       ("PUT", f"/v1/sessions/{sid}/files/t.txt", b"bravo"),
+                      ("POST", f"/v1/sessions/{sid}/fork", None),
+                      ("POST", f"/v1/sessions/{sid}/undo", None),
                       ("DELETE", f"/v1/sessions/{sid}", None)]
             for method, path, body in checks:
                 with self.subTest(transport="http", method=method, path=path):
@@ -320,8 +322,9 @@ class McpGateTest(ApiTestCase):
                     r = b.call("execute_python", arguments)
                     self.assertRefused(r, "session-not-found")
                     self.assertNotIn("alpha-", json.dumps(r))
-                r = b.call("close_session", {"session_id": sid})
-                self.assertRefused(r, "session-not-found")
+                for tool in ("fork_session", "close_session"):
+                    r = b.call(tool, {"session_id": sid})
+                    self.assertRefused(r, "session-not-found")
         # Nor can B use A's MCP session itself.
         r = self.server.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 5, "method": "ping"}).encode(),
                                 headers=a.headers(), token=KEY_B)

@@ -55,7 +55,7 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("three tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python"]), JSON.stringify(names));
+  check("four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
@@ -110,12 +110,18 @@ await step("session", async () => {
   const r = await client.callTool({ name: "execute_python", arguments: { code: "x + 1", session_id: id } }, undefined, long);
   check("session: x + 1 is 42", textOf(r).includes("42") && r.structuredContent?.result?.data?.["text/plain"] === "42", textOf(r));
   check("session: state preserved", r.structuredContent?.session?.state === "preserved" && r.structuredContent?.session?.id === id);
-  // fork_session is gone: calling it is a JSON-RPC invalid-params error, not a tool result.
-  let forkError;
-  try {
-    await client.callTool({ name: "fork_session", arguments: { session_id: id } }, undefined, long);
-  } catch (e) { forkError = e; }
-  check("session: fork_session is an unknown tool (-32602)", forkError?.code === -32602 && /unknown tool/.test(forkError?.message ?? ""), String(forkError));
+  // fork_session: a new session with a copy of the state, independent from then on.
+  await client.callTool({ name: "execute_python", arguments: { code: "g = (i for i in range(2))", session_id: id } }, undefined, long);
+  const forked = await client.callTool({ name: "fork_session", arguments: { session_id: id } }, undefined, long);
+  const copy = forked.structuredContent?.session_id;
+  check("session: forked", forked.isError === false && typeof copy === "string" && copy !== id, JSON.stringify(forked));
+  check("session: the generator was not copied", forked.structuredContent?.not_copied?.length === 1 &&
+    forked.structuredContent.not_copied[0].name === "g" && forked.structuredContent.not_copied[0].type === "generator", JSON.stringify(forked));
+  const inCopy = await client.callTool({ name: "execute_python", arguments: { code: "x = x * 2\nx", session_id: copy } }, undefined, long);
+  check("session: the copy has x", inCopy.structuredContent?.result?.data?.["text/plain"] === "82", textOf(inCopy));
+  const inOriginal = await client.callTool({ name: "execute_python", arguments: { code: "x", session_id: id } }, undefined, long);
+  check("session: the original's x is its own", inOriginal.structuredContent?.result?.data?.["text/plain"] === "41", textOf(inOriginal));
+  await client.callTool({ name: "close_session", arguments: { session_id: copy } }, undefined, long);
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
   check("session: closed", closed.isError === false && closed.structuredContent?.session_id === id, JSON.stringify(closed));
   const gone = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: id } }, undefined, long);

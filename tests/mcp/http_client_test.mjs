@@ -79,7 +79,7 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("tools/list: three tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python"]), JSON.stringify(names));
+  check("tools/list: four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema?.properties ?? {};
   check("tools/list: execute_python carries this server's defaults and maxima",
     exec.memory_mb?.default === 256 && exec.memory_mb?.maximum === 4096 && exec.timeout_seconds?.maximum === 300 &&

@@ -57,8 +57,6 @@ expect_error("unknown method", rpc(5, "no/such/method"), -32601, 5)
 expect_error("params not an object", rpc(6, "tools/call", [1]), -32602, 6)
 expect_error("tools/call without a name", rpc(7, "tools/call", {}), -32602, 7)
 expect_error("unknown tool", rpc(8, "tools/call", {"name": "nope", "arguments": {}}), -32602, 8)
-expect_error("fork_session is no tool", rpc(13, "tools/call", {"name": "fork_session", "arguments": {"session_id": "x"}}),
-             -32602, 13)
 expect_error("batch", b"[" + rpc(9, "ping") + b"]", -32600)
 expect_error("not an object", b"42", -32600)
 expect_error("jsonrpc not a string", b'{"jsonrpc":2,"id":12,"method":"ping"}', -32600, 12)

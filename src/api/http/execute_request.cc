@@ -434,14 +434,23 @@ std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view
   return call;
 }
 
-std::expected<engine::LimitOverrides, Problem> ParseSessionBody(std::string_view body) {
-  if (body.empty()) return engine::LimitOverrides{};
+std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body) {
+  SessionBody out;
+  if (body.empty()) return out;
   auto doc = ParseJsonObject(body);
   if (!doc) return std::unexpected(std::move(doc.error()));
   for (const auto& item : doc->items()) {
-    if (item.key() != "limits") return UnknownField(item.key(), "limits");
+    if (item.key() == "checkpoint") {
+      if (!item.value().is_boolean()) return WrongType("checkpoint", "a boolean", item.value());
+      out.checkpoint = item.value().get<bool>();
+    } else if (item.key() != "limits") {
+      return UnknownField(item.key(), "limits, checkpoint");
+    }
   }
-  return ReadLimits(*doc);
+  auto limits = ReadLimits(*doc);
+  if (!limits) return std::unexpected(std::move(limits.error()));
+  out.limits = std::move(*limits);
+  return out;
 }
 
 std::expected<std::string, Problem> ValidateFilePath(std::string_view path) {

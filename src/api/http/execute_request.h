@@ -35,8 +35,12 @@ std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_vi
 // POST /v1/check: {code, policy?} -> a program in Mode::kCheck.
 std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view body);
 
-// POST /v1/sessions: {} or {limits?: {...}} (or an empty body).
-std::expected<engine::LimitOverrides, Problem> ParseSessionBody(std::string_view body);
+// POST /v1/sessions: {} or {limits?: {...}, checkpoint?: bool} (or an empty body).
+struct SessionBody {
+  engine::LimitOverrides limits;
+  bool checkpoint = false;  // a snapshot before each execution, for /undo
+};
+std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body);
 
 // A file path relative to the work dir, as in a files[] name or the {path} of
 // /v1/sessions/{id}/files/{path}: UTF-8, no NUL or control characters, not absolute, no "."

@@ -1,4 +1,4 @@
-// /v1/sessions: create, list, info, execute, fork, delete, and file upload and download, each
+// /v1/sessions: create, list, info, execute, fork, undo, delete, and file upload and download, each
 // through the gate. A session belongs to the key that created it: to any other key it does not
 // exist (404), on every transport (the rule is the gate's, engine/gate.h).
 #include <ctime>
@@ -29,7 +29,15 @@ nlohmann::json SessionJson(const engine::SessionInfo& info) {
                       {"last_used", Rfc3339(info.last_used)},
                       {"memory", {{"private_bytes", info.private_bytes}, {"pss_bytes", info.pss_bytes}}}};
   if (!info.preserved) j["reason"] = info.lost_reason;
+  j["checkpoint"] = info.checkpoint;
+  if (info.checkpoint) j["can_undo"] = info.can_undo;
   return j;
+}
+
+nlohmann::json LeftOutJson(const std::vector<engine::LeftOut>& left_out) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& e : left_out) list.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
+  return list;
 }
 
 HttpResponse JsonResponse(int status, const nlohmann::json& body) {
@@ -57,16 +65,16 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
       });
     }
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "GET, POST"));
-    auto limits = ParseSessionBody(request.body);
-    if (!limits) return Fail(*exchange, limits.error());
-    return Spawn([this, exchange, caller, origin, limits = std::move(*limits)] {
-      auto info = gate_.CreateSession(caller, limits, origin);
+    auto body = ParseSessionBody(request.body);
+    if (!body) return Fail(*exchange, body.error());
+    return Spawn([this, exchange, caller, origin, body = std::move(*body)] {
+      auto info = gate_.CreateSession(caller, body.limits, origin, body.checkpoint);
       if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
       Respond(*exchange, JsonResponse(201, SessionJson(*info)));
     });
   }
 
-  // "/{id}" then an optional "/execute", "/fork" or "/files/{path}".
+  // "/{id}" then an optional "/execute", "/fork", "/undo" or "/files/{path}".
   rest.remove_prefix(1);
   size_t slash = rest.find('/');
   std::string id(rest.substr(0, slash));
@@ -94,11 +102,16 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     if (method != "POST") return not_allowed("POST");
     return Execute(std::move(request), exchange, key, id);
   }
-  if (action == "/fork") {
+  if (action == "/fork" || action == "/undo") {
     if (method != "POST") return not_allowed("POST");
-    auto forked = gate_.ForkSession(caller, id);
-    if (!forked) return Fail(*exchange, ProblemOf(forked.error()));
-    return Respond(*exchange, JsonResponse(201, SessionJson(*forked)));
+    const bool fork = action == "/fork";
+    return Spawn([this, exchange, caller, origin, id, fork] {
+      auto copied = fork ? gate_.ForkSession(caller, id, origin) : gate_.UndoSession(caller, id, origin);
+      if (!copied) return exchange->Respond(ProblemResponse(ProblemOf(copied.error())));
+      nlohmann::json body = SessionJson(copied->info);
+      body[fork ? "not_copied" : "not_restored"] = LeftOutJson(copied->left_out);
+      Respond(*exchange, JsonResponse(fork ? 201 : 200, body));
+    });
   }
   if (action.starts_with("/files/")) return SessionFiles(request, exchange, key, id, action.substr(7));
   Fail(*exchange, Problem{.status = 404,

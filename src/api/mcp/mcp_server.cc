@@ -276,6 +276,18 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
                                              .title = "Invalid arguments",
                                              .detail = id.error().message});
   }
+  if (name == "fork_session") {
+    auto forked = gate_.ForkSession(caller_, *id, origin_);
+    if (!forked) return RefusalToolResult(forked.error());
+    {
+      std::lock_guard lock(sessions_mu_);
+      sessions_.insert(forked->info.id);
+    }
+    json not_copied = json::array();
+    for (const auto& e : forked->left_out)
+      not_copied.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
+    return StructuredToolResult({{"session_id", forked->info.id}, {"not_copied", not_copied}});
+  }
   auto closed = gate_.CloseSession(caller_, *id, origin_);
   {
     std::lock_guard lock(sessions_mu_);

@@ -106,6 +106,16 @@ json Tool(const char* name, const char* title, const std::string& description, j
           {"outputSchema", std::move(output)}};
 }
 
+json ForkOutputSchema() {
+  json str = {{"type", "string"}};
+  json left_out = {{"type", "object"},
+                   {"properties", {{"name", str}, {"type", str}, {"reason", str}}},
+                   {"required", {"name", "type", "reason"}}};
+  return {{"type", "object"},
+          {"properties", {{"session_id", str}, {"not_copied", {{"type", "array"}, {"items", left_out}}}}},
+          {"required", {"session_id", "not_copied"}}};
+}
+
 json ObjectSchema(std::initializer_list<const char*> string_fields) {
   json props = json::object();
   json required = json::array();
@@ -153,6 +163,13 @@ json ToolDefinitions(const engine::LimitsConfig& limits) {
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "
            "life. The session closes with this MCP session, or with close_session.",
            CreateSessionInputSchema(limits), ObjectSchema({"session_id"})),
+      Tool(
+          "fork_session", "Fork session",
+          "Creates a new session holding a copy of this session's variables, functions, classes, imports and "
+          "files; the two are independent from then on (try something in the copy, keep the original). "
+          "Open files, sockets, generators and threads cannot be copied: not_copied lists each by name with "
+          "the reason. The copy closes with this MCP session, or with close_session.",
+          SessionIdSchema(), ForkOutputSchema()),
       Tool("close_session", "Close session", "Closes a session and frees its resources.", SessionIdSchema(),
            ObjectSchema({"session_id"})),
   });

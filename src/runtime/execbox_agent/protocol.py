@@ -10,7 +10,8 @@
 # report channel.
 #
 # Request (argv[1], JSON):
-#     {"mode": "run" | "check", "code": str, "filename": "<cell>", "policy": profile | null,
+#     {"mode": "run" | "check" | "snapshot" | "restore" (the last two: a warm session's, see
+#      snapshot.py; they ignore code and answer with one result event), "code": str, "filename": "<cell>", "policy": profile | null,
 #      "figures": {"max_width_px", "max_height_px", "max_bytes", "dpi"},
 #      "max_repr_bytes": int, "max_stream_event_bytes": int}
 #
@@ -332,8 +333,8 @@ def parse_request(request):
     if not isinstance(request, dict):
         raise RequestError("the request must be a JSON object")
     mode = request.get("mode", "run")
-    if mode not in ("run", "check"):
-        raise RequestError("mode must be 'run' or 'check'")
+    if mode not in ("run", "check", "snapshot", "restore"):
+        raise RequestError("mode must be 'run', 'check', 'snapshot' or 'restore'")
     code = request.get("code")
     if not isinstance(code, str):
         raise RequestError("code must be a string")
