@@ -374,7 +374,7 @@ int main(int argc, char** argv) {
   engine::EngineOptions options;
   options.pool.workers = static_cast<size_t>(workers);
   options.pool.prepared_per_worker = 2;
-  options.sessions.max_sessions = static_cast<size_t>(session_count) + 8;
+  options.sessions.max_sessions = static_cast<size_t>(session_count) + 12;
   auto start = Clock::now();
   auto created = engine::Engine::Create(options);
   if (!created) Die("starting the warm engine: " + created.error().message);
@@ -387,9 +387,49 @@ int main(int argc, char** argv) {
   auto session = sessions.Create("bench", options.pool.limits);
   if (!session) Die("creating a session: " + session.error().message);
   const std::string sid = session->id;
-  auto fork = sessions.Fork("bench", sid);
-  std::string fork_refusal = fork ? "" : fork.error().message;
-  if (fork) Die("Sessions::Fork unexpectedly succeeded; the bench does not measure it yet");
+  // Sessions copied as state: this one's small state is forked, exported and imported (what a
+  // restart's restore does); one with checkpoints is undone; one holding a 50 MB DataFrame is
+  // forked a few times after the interleaved rows.
+  auto run_in = [&](const std::string& id, const std::string& code) {
+    auto r = sessions.Execute("bench", id, Program(code));
+    if (!r) Die("session: " + r.error().message);
+    Check(std::move(*r), "session", "session");
+  };
+  run_in(sid, "import numpy as np\nsmall = {'a': list(range(100))}\ndef f(x):\n    return x + 1");
+  auto undoable = sessions.Create("bench", options.pool.limits, true);
+  if (!undoable) Die("creating a session with checkpoints: " + undoable.error().message);
+  jail::Limits big_limits = options.pool.limits;
+  big_limits.memory_bytes = 1024ull << 20;
+  big_limits.work_dir_bytes = 256ull << 20;
+  auto big = sessions.Create("bench", big_limits);
+  if (!big) Die("creating a session: " + big.error().message);
+  run_in(big->id, "import numpy as np, pandas as pd\ndf = pd.DataFrame(np.random.rand(655_360, 10))");
+  auto exported = sessions.Export("bench", sid);
+  if (!exported) Die("export: " + exported.error().message);
+  auto fork_of = [&](const std::string& from) {
+    auto t = Clock::now();
+    auto f = sessions.Fork("bench", from);
+    double ms = MsSince(t);
+    if (!f) Die("fork: " + f.error().message);
+    (void)sessions.Delete("bench", f->info.id);
+    return ms;
+  };
+  auto undo = [&] {
+    run_in(undoable->id, "n = 1");
+    auto t = Clock::now();
+    auto u = sessions.Undo("bench", undoable->id);
+    double ms = MsSince(t);
+    if (!u) Die("undo: " + u.error().message);
+    return ms;
+  };
+  auto import = [&] {
+    auto t = Clock::now();
+    auto i = sessions.Import("bench", exported->sealed, big_limits);
+    double ms = MsSince(t);
+    if (!i) Die("import: " + i.error().message);
+    (void)sessions.Delete("bench", i->info.id);
+    return ms;
+  };
 
   const auto settle = std::chrono::milliseconds(75);
   std::vector<double> warm_setup_ms;
@@ -408,10 +448,10 @@ int main(int argc, char** argv) {
                    settle);
     return ms;
   };
-  auto in_session = [&](const std::string& code) {
+  auto in_session = [&](const std::string& code, const std::string& id) {
     auto p = Program(code);
     auto t = Clock::now();
-    auto r = sessions.Execute("bench", sid, p);
+    auto r = sessions.Execute("bench", id, p);
     double ms = MsSince(t);
     if (!r) Die("session: " + r.error().message);
     Check(std::move(*r), "session", "session");
@@ -424,14 +464,17 @@ int main(int argc, char** argv) {
       {"execbox run (cold jail)", false, [&] { return RunOnce(cold_print); }},
       {"execbox run (local server)", false, [&] { return served(served_print); }},
       {"warm pool (Engine::Execute)", false, [&] { return warm(print1); }},
-      {"session (Sessions::Execute)", false, [&] { return in_session(print1); }},
-      {"session fork (Sessions::Fork)", false, nullptr, {}, fork_refusal},
+      {"session (Sessions::Execute)", false, [&] { return in_session(print1, sid); }},
+      {"  with checkpoint: true", false, [&] { return in_session(print1, undoable->id); }},
+      {"session fork, small state", false, [&] { return fork_of(sid); }},
+      {"session undo", false, undo},
+      {"session import (= a restart's restore)", false, import},
       {"python3 -c (baseline for plots)", true, [&] { return RunOnce(plain_plot); }},
       {"bwrap, locked down", true, [&] { return RunOnce(bwrap_plot); }},
       {"execbox run (cold jail)", true, [&] { return RunOnce(cold_plot); }},
       {"execbox run (local server)", true, [&] { return served(served_plot); }},
       {"warm pool (Engine::Execute)", true, [&] { return warm(plot); }},
-      {"session (Sessions::Execute)", true, [&] { return in_session(plot); }},
+      {"session (Sessions::Execute)", true, [&] { return in_session(plot, sid); }},
   };
   enum {
     kPlain = 0,
@@ -440,7 +483,10 @@ int main(int argc, char** argv) {
     kServed,
     kWarm,
     kSession,
+    kCheckpointed,
     kFork,
+    kUndo,
+    kImport,
     kPlainPlot,
     kBwrapPlot,
     kColdPlot,
@@ -640,7 +686,14 @@ int main(int argc, char** argv) {
   std::printf("  %-32s %9.1f %9.1f\n", "  per session", Mb(many_private) / static_cast<double>(listed),
               Mb(many_pss) / static_cast<double>(listed));
 
-  std::printf("\nnote: session fork refused: %s\n", fork_refusal.c_str());
+  std::vector<double> big_fork_ms;
+  for (int i = 0; i < 5; ++i) big_fork_ms.push_back(fork_of(big->id));
+  auto big_export = sessions.Export("bench", big->id);
+  std::printf(
+      "\nsession fork with a 50 MB DataFrame (5 runs): p50 %.0f ms, max %.0f ms; its snapshot %.1f MB "
+      "(a small state's: %.1f KB)\n",
+      Percentile(big_fork_ms, 0.5), Percentile(big_fork_ms, 1.0),
+      big_export ? Mb(big_export->sealed.size()) : 0.0, static_cast<double>(exported->sealed.size()) / 1024);
   std::printf(
       "warm print(1), where the time goes (mean of %zu): acquire %.2f ms, hand-over (setup_ms) %.1f ms,\n"
       "  code to exit (wall_ms) %.1f ms, after exit %.1f ms, assemble %.2f ms, release child %.2f ms;\n"
@@ -677,6 +730,8 @@ int main(int argc, char** argv) {
               served_r, Met(served_r <= 1.3), cold_r);
   std::printf("  warm throughput c=8 >= 2x plain c=8       %6.3fx %s\n", tput_r, Met(tput_r >= 2.0));
   std::printf("  idle session <= 10 MB private             %6.1f MB %s\n", idle_mb, Met(idle_mb <= 10.0));
+  double fork_r = Percentile(rows[kFork].ms, 0.5) / base;
+  std::printf("  session fork, small state p50 <= 0.5x     %6.3fx %s\n", fork_r, Met(fork_r <= 0.5));
   ::kill(server, SIGTERM);
   ::waitpid(server, nullptr, 0);
   ::rmdir(socket_dir);

@@ -15,6 +15,7 @@
 #include "base/build_info.h"
 #include "cli/service_notify.h"
 #include "engine/gate.h"
+#include "engine/session_store.h"
 
 namespace execbox::cli {
 namespace {
@@ -27,7 +28,8 @@ const std::string kServeHelp =
     "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
     "tokens). With no key configured the server only listens on loopback and prints a generated\n"
     "token. SIGTERM or SIGINT: stop accepting, let running executions finish for up to the grace\n"
-    "period, stop the rest, clean up, exit 0. SIGHUP: read the keys again (config file and\n"
+    "period, stop the rest, save the sessions (with --session-state-dir), clean up, exit 0.\n"
+    "SIGHUP: read the keys again (config file and\n"
     "EXECBOX_API_KEYS); other settings change at the next start.\n"
     "Without --config, " +
     std::string(kDefaultConfigFile) +
@@ -35,7 +37,7 @@ const std::string kServeHelp =
     "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
-  std::string config_file, listen, unix_socket, audit_log, instance;
+  std::string config_file, listen, unix_socket, audit_log, instance, state_dir;
   bool no_pool = false, audit_code = false;
   size_t workers = 0, max_running = 0, max_queue = 0;
   double grace = -1;
@@ -140,6 +142,7 @@ int RunServe(const ServeArgs& args) {
   if (args.max_queue) config.max_queue = args.max_queue;
   if (args.grace >= 0) config.shutdown_grace = std::chrono::seconds(static_cast<int64_t>(args.grace));
   if (!args.audit_log.empty()) config.audit_log = args.audit_log;
+  if (!args.state_dir.empty()) config.session_state_dir = args.state_dir;
   if (args.audit_code) config.audit_code = true;
   for (const auto& origin : args.origins) config.allowed_origins.push_back(origin);
 
@@ -190,6 +193,13 @@ int RunServe(const ServeArgs& args) {
   options.sessions.max_sessions = config.max_sessions;
   options.sessions.idle_ttl = config.session_idle_ttl;
   options.sessions.instance = config.instance;
+  options.sessions.state_dir = config.session_state_dir;
+  // A state dir that cannot be used stops the server: sessions that silently end with it would
+  // be worse than no start.
+  if (auto store = engine::SessionStore::Open(config.session_state_dir); !store) {
+    std::cerr << "execbox serve: session state dir: " << store.error().message << "\n";
+    return 70;
+  }
   auto engine = engine::Engine::Create(options);
   if (!engine && config.warm) {
     std::cerr << "execbox serve: warm pool unavailable (" << engine.error().message
@@ -261,6 +271,9 @@ int RunServe(const ServeArgs& args) {
   (*server)->StopAccepting();
   api->Drain(config.shutdown_grace);
   (*server)->Stop();
+  if (auto* sessions = (*engine)->sessions(); sessions != nullptr && !config.session_state_dir.empty()) {
+    std::cerr << "execbox serve: " << sessions->SaveAll() << " sessions saved" << std::endl;
+  }
   api.reset();  // MCP sessions end, and the sessions they created close
   gate.reset();
   engine->reset();  // every child killed, every cgroup removed
@@ -287,6 +300,9 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   serve->add_option(
       "--instance", args->instance,
       "This server's name among several behind one router (a DNS label): session ids end in it");
+  serve->add_option("--session-state-dir", args->state_dir,
+                    "Keep sessions here (made 0700) across restarts: each session's state is saved at a\n"
+                    "graceful stop, and its checkpoint before each execution when it has checkpoints");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");

@@ -257,6 +257,10 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
       return make(RefusalKind::kConflict, "state-not-copied", "Session state not copied");
     case SessionError::kNothingToUndo:
       return make(RefusalKind::kConflict, "nothing-to-undo", "Nothing to undo");
+    case SessionError::kBadSnapshot:
+      return make(RefusalKind::kBadRequest, "invalid-snapshot", "Invalid snapshot");
+    case SessionError::kNotYours:
+      return make(RefusalKind::kBadRequest, "snapshot-not-yours", "Snapshot of another key's session");
     case SessionError::kFileNotFound:
       return make(RefusalKind::kNotFound, "file-not-found", "File not found");
     case SessionError::kTooLarge:
@@ -332,6 +336,24 @@ Refused<StateCopied> Gate::ForkSession(const Caller& caller, const std::string& 
                                     [&](Sessions& sessions) { return sessions.Fork(caller.id, id); });
   if (forked) Audit(caller, origin, "session_fork", forked->info.id, "", "forked:" + id, nullptr);
   return forked;
+}
+
+Refused<Sessions::Exported> Gate::ExportSession(const Caller& caller, const std::string& id,
+                                                const Origin& origin) {
+  auto exported = InSlot<Sessions::Exported>(caller, origin, "session_export", id, [&](Sessions& sessions) {
+    return sessions.Export(caller.id, id);
+  });
+  if (exported) Audit(caller, origin, "session_export", id, "", "exported", nullptr);
+  return exported;
+}
+
+Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view sealed,
+                                         const Origin& origin) {
+  auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {
+    return sessions.Import(caller.id, sealed, options_.limits.maxima);
+  });
+  if (imported) Audit(caller, origin, "session_import", imported->info.id, "", "imported", nullptr);
+  return imported;
 }
 
 Refused<StateCopied> Gate::UndoSession(const Caller& caller, const std::string& id, const Origin& origin) {

@@ -116,6 +116,11 @@ class Gate {
   // runs the agent, so each is admitted (a slot, the caller's rate) and audited.
   Refused<StateCopied> ForkSession(const Caller& caller, const std::string& id, const Origin& origin);
   Refused<StateCopied> UndoSession(const Caller& caller, const std::string& id, const Origin& origin);
+  // The session's state, sealed (Sessions::Export), and a new session of the caller's from such
+  // an export (its limits within this server's maxima; another key's export is refused).
+  Refused<Sessions::Exported> ExportSession(const Caller& caller, const std::string& id,
+                                            const Origin& origin);
+  Refused<StateCopied> ImportSession(const Caller& caller, std::string_view sealed, const Origin& origin);
   Refused<void> WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                  std::string content);
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,

@@ -64,6 +64,14 @@ struct OutputFile {
   std::string content;
 };
 
+// A global (or a work-dir entry) that a snapshot of a session could not hold, or a restore
+// could not bring back: its name, its type, and why.
+struct LeftOut {
+  std::string name;
+  std::string type;
+  std::string reason;
+};
+
 // Whether a session's Python state survived up to this reply (DESIGN.md: a model is never told
 // its variables exist when they don't).
 struct SessionState {
@@ -71,6 +79,11 @@ struct SessionState {
   uint64_t generation = 0;  // +1 every time the session restarts from a fresh state
   bool preserved = true;    // false: the state this code ran against (or left) is gone
   std::string lost_reason;  // "timeout", "memory_limit", "output_limit", "crash", ...
+  // The state was restored from a snapshot after the server restarted (said once, in the first
+  // reply after): what of it came back (`restored_note`) and what did not.
+  bool restored = false;
+  std::string restored_note;
+  std::vector<LeftOut> not_restored;
 };
 
 struct Result {

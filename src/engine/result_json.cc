@@ -70,10 +70,20 @@ json ToJson(const Result& r) {
   }
   j["findings"] = findings;
   if (r.session) {
-    j["session"] = {{"id", r.session->id},
-                    {"generation", r.session->generation},
-                    {"state", r.session->preserved ? "preserved" : "lost"}};
-    if (!r.session->preserved) j["session"]["reason"] = r.session->lost_reason;
+    const SessionState& s = *r.session;
+    j["session"] = {{"id", s.id},
+                    {"generation", s.generation},
+                    {"state", !s.preserved ? "lost"
+                              : s.restored ? "restored"
+                                           : "preserved"}};
+    if (!s.preserved) j["session"]["reason"] = s.lost_reason;
+    if (s.preserved && s.restored) {
+      j["session"]["reason"] = s.restored_note;
+      json left = json::array();
+      for (const auto& e : s.not_restored)
+        left.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
+      j["session"]["not_restored"] = std::move(left);
+    }
   }
   j["usage"] = UsageJson(r);
   json files = json::array();
@@ -159,6 +169,16 @@ Expected<Result> ResultFromJson(const json& j) {
                                .generation = it->at("generation").get<uint64_t>(),
                                .preserved = it->at("state").get<std::string>() != "lost",
                                .lost_reason = it->value("reason", "")};
+      if (it->at("state").get<std::string>() == "restored") {
+        r.session->restored = true;
+        r.session->restored_note = r.session->lost_reason;
+        r.session->lost_reason.clear();
+        for (const auto& e : it->value("not_restored", json::array())) {
+          r.session->not_restored.push_back({.name = e.at("name").get<std::string>(),
+                                             .type = e.at("type").get<std::string>(),
+                                             .reason = e.at("reason").get<std::string>()});
+        }
+      }
     }
     const json& usage = j.at("usage");
     r.engine = usage.at("engine").get<std::string>();

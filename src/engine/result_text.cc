@@ -133,6 +133,11 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     if (r.error) line += ": " + r.error->ename + ": " + r.error->evalue;
     err(line);
   }
+  if (o.session_note && r.session && r.session->preserved && r.session->restored) {
+    std::string line = "[execbox] session restored after a server restart: " + r.session->restored_note;
+    for (const auto& e : r.session->not_restored) line += "; not restored: " + e.name + " (" + e.type + ")";
+    err(line);
+  }
   if (o.session_note && r.session && !r.session->preserved) {
     err("[execbox] session state lost (" +
         (r.session->lost_reason.empty() ? "unknown" : r.session->lost_reason) +

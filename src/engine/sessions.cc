@@ -1,9 +1,11 @@
 #include "engine/sessions.h"
 
+#include <cstdio>
 #include <optional>
 #include <string_view>
 
 #include "base/random.h"
+#include "engine/limit_schema.h"
 #include "jail/policy.h"
 
 namespace execbox::engine {
@@ -32,7 +34,7 @@ const char* LostReason(const Result& r) {
 
 SessionFailure Internal(std::string message) { return {SessionError::kInternal, std::move(message)}; }
 SessionFailure Invalid(std::string message) { return {SessionError::kInvalid, std::move(message)}; }
-SessionFailure Refused(std::string message) { return {SessionError::kRefused, std::move(message)}; }
+SessionFailure RefusedFile(std::string message) { return {SessionError::kRefused, std::move(message)}; }
 
 // "./a//b" -> "a/b": the plain form the zygote takes, or why the path cannot be one.
 Expected<std::string> PlainPath(const std::string& path) {
@@ -89,6 +91,10 @@ struct Sessions::Session {
   bool checkpoint = false;            // set before the session is published
   std::optional<Snapshot> undo;       // the state before the last execution
   std::string checkpoint_failure;     // why there is none, when the last checkpoint failed
+  std::optional<Unsealed> saved;      // taken back after a restart: restored on first use
+  bool restored = false;              // ... which the next reply says, with what did not come back
+  std::string restored_note;
+  std::vector<LeftOut> restored_left_out;
 };
 
 Sessions::Sessions(Pool& pool, SessionOptions options) : pool_(pool), options_(options) {
@@ -176,6 +182,7 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
   }
   std::lock_guard run(s->run_mu);
   s->child = std::move(*child);
+  Persist(*s, SealedSession::State::kEmpty, "");
   return InfoOf(*s);
 }
 
@@ -186,6 +193,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
+  RestoreSaved(*s);
   // Restart empty if the process is gone; the reply below says the state is gone
   // (next_reply_lost is already set).
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
@@ -212,6 +220,12 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
                            .generation = s->generation,
                            .preserved = !s->next_reply_lost,
                            .lost_reason = s->lost_reason};
+  if (s->restored) {  // said once, in the first reply after the restart
+    r.session->restored = true;
+    r.session->restored_note = std::move(s->restored_note);
+    r.session->not_restored = std::move(s->restored_left_out);
+    s->restored = false;
+  }
   if (s->child->alive()) {
     s->next_reply_lost = false;  // said once: from here on the new state is kept
     s->lost_reason.clear();
@@ -251,6 +265,7 @@ SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::s
   s->last_used = std::chrono::system_clock::now();
   auto plain = PlainPath(path);
   if (!plain) return std::unexpected(Invalid(plain.error().message));
+  RestoreSaved(*s);
   if (content.size() > s->limits.work_dir_bytes) {
     return std::unexpected(
         SessionFailure{SessionError::kTooLarge, *plain + ": " + std::to_string(content.size()) +
@@ -276,7 +291,7 @@ SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::s
         return std::unexpected(Internal("could not write " + *plain + ": " + put.error().message));
       case K::kNotFound:
       case K::kRefused:
-        return std::unexpected(Refused("could not write " + put.error().message));
+        return std::unexpected(RefusedFile("could not write " + put.error().message));
     }
   }
 }
@@ -290,6 +305,7 @@ SessionExpected<std::string> Sessions::ReadFile(const std::string& owner, const 
   s->last_used = std::chrono::system_clock::now();
   auto plain = PlainPath(path);
   if (!plain) return std::unexpected(Invalid(plain.error().message));
+  RestoreSaved(*s);
   if (!s->child || !s->child->alive()) {
     // The state was lost and the session not yet restarted: its work dir is empty.
     return std::unexpected(SessionFailure{SessionError::kFileNotFound,
@@ -314,7 +330,7 @@ SessionExpected<std::string> Sessions::ReadFile(const std::string& owner, const 
     case K::kRefused:
       break;
   }
-  return std::unexpected(Refused("could not read " + got.error().message));
+  return std::unexpected(RefusedFile("could not read " + got.error().message));
 }
 
 SessionExpected<SessionInfo> Sessions::Info(const std::string& owner, const std::string& id) {
@@ -352,6 +368,7 @@ void Sessions::Checkpoint(Session& s) {
   if (taken) {
     s.undo = std::move(*taken);
     s.checkpoint_failure.clear();
+    Persist(s, SealedSession::State::kCheckpoint, s.undo->blob);
     return;
   }
   // The execution goes ahead without a checkpoint; Undo says why there is none.
@@ -382,23 +399,35 @@ SessionExpected<StateCopied> Sessions::Fork(const std::string& owner, const std:
   {
     std::lock_guard run(s->run_mu);
     if (s->closed) return std::unexpected(NotFound(id));
-    s->last_used = std::chrono::system_clock::now();
-    if (!s->child || !s->child->alive()) {
-      return std::unexpected(SessionFailure{
-          SessionError::kStateNotCopied,
-          "the session's process has ended (" + (s->lost_reason.empty() ? "exited" : s->lost_reason) +
-              ") and its state with it: there is nothing to fork until it runs again"});
-    }
-    auto taken = TakeSnapshot(*s->child, s->limits, &s->deleting);
-    if (!taken) return std::unexpected(CopyFailure(s.get(), taken.error()));
+    auto taken = SnapshotNow(*s, "fork");
+    if (!taken) return std::unexpected(taken.error());
     snapshot = std::move(*taken);
   }
-  auto created = Create(owner, s->limits, s->checkpoint);
+  return NewFromSnapshot(owner, s->limits, s->checkpoint, snapshot.blob);
+}
+
+SessionExpected<Snapshot> Sessions::SnapshotNow(Session& s, const char* what) {
+  RestoreSaved(s);
+  s.last_used = std::chrono::system_clock::now();
+  if (!s.child || !s.child->alive()) {
+    return std::unexpected(SessionFailure{
+        SessionError::kStateNotCopied,
+        "the session's process has ended (" + (s.lost_reason.empty() ? "exited" : s.lost_reason) +
+            ") and its state with it: there is nothing to " + what + " until it runs again"});
+  }
+  auto taken = TakeSnapshot(*s.child, s.limits, &s.deleting);
+  if (!taken) return std::unexpected(CopyFailure(&s, taken.error()));
+  return std::move(*taken);
+}
+
+SessionExpected<StateCopied> Sessions::NewFromSnapshot(const std::string& owner, const jail::Limits& limits,
+                                                       bool checkpoint, std::string_view blob) {
+  auto created = Create(owner, limits, checkpoint);
   if (!created) return std::unexpected(created.error());
   auto copy = Find(owner, created->id);
   if (!copy) return std::unexpected(NotFound(created->id));  // deleted the moment it was made
   std::unique_lock run(copy->run_mu);
-  auto restored = RestoreSnapshot(*copy->child, copy->limits, snapshot.blob, &copy->deleting);
+  auto restored = RestoreSnapshot(*copy->child, copy->limits, blob, &copy->deleting);
   if (!restored) {
     SessionFailure failure = CopyFailure(nullptr, restored.error());
     run.unlock();
@@ -409,11 +438,188 @@ SessionExpected<StateCopied> Sessions::Fork(const std::string& owner, const std:
   return StateCopied{.info = InfoOf(*copy), .left_out = std::move(restored->left_out)};
 }
 
+SealedSession Sessions::HeaderOf(const Session& s, SealedSession::State state) {
+  // A checkpoint is taken as an execution begins: the file counts that execution as run (a
+  // restart after a kill then says its changes are lost), the state holds the ones before it.
+  const bool checkpoint = state == SealedSession::State::kCheckpoint;
+  return SealedSession{.owner = s.owner,
+                       .id = s.id,
+                       .limits = s.limits,
+                       .checkpoint = s.checkpoint,
+                       .generation = s.generation,
+                       .executions = s.executions + (checkpoint ? 1 : 0),
+                       .created_unix = std::chrono::system_clock::to_time_t(s.created),
+                       .last_used_unix = std::chrono::system_clock::to_time_t(s.last_used),
+                       .state = state,
+                       .included = state == SealedSession::State::kEmpty ? 0 : s.executions};
+}
+
+void Sessions::Persist(Session& s, SealedSession::State state, std::string_view body) {
+  if (!store_ || !store_->durable()) return;
+  if (auto saved = store_->Save(s.id, Seal(HeaderOf(s, state), body, store_->key())); !saved) {
+    std::fprintf(stderr, "execbox: session %s not saved: %s\n", s.id.c_str(), saved.error().message.c_str());
+  }
+}
+
+void Sessions::RestoreSaved(Session& s) {
+  if (!s.saved) return;
+  Unsealed saved = std::move(*s.saved);
+  s.saved.reset();
+  auto child = pool_.Acquire(s.limits, true);
+  if (!child) {
+    std::fprintf(stderr, "execbox: session %s not restored: %s\n", s.id.c_str(),
+                 child.error().message.c_str());
+    Lost(s, "restore_failed");
+    return;
+  }
+  auto restored = RestoreSnapshot(**child, s.limits, saved.body, &s.deleting);
+  if (!restored) {
+    std::fprintf(stderr, "execbox: session %s not restored: %s\n", s.id.c_str(),
+                 restored.error().message.c_str());
+    pool_.Retire(std::move(*child));
+    Lost(s, "restore_failed");
+    return;
+  }
+  s.child = std::move(*child);
+  s.restored = true;
+  const uint64_t included = saved.session.included;
+  s.restored_note = included >= s.executions
+                        ? "the server restarted; the state after the session's last execution was restored"
+                        : "the server stopped without saving; the state as of execution " +
+                              std::to_string(included) + " of " + std::to_string(s.executions) +
+                              " was restored (what the later executions changed is lost)";
+  s.restored_left_out = std::move(restored->left_out);
+}
+
+execbox::Status Sessions::Open() {
+  auto store = SessionStore::Open(options_.state_dir);
+  if (!store) return std::unexpected(store.error());
+  store_ = std::move(*store);
+  for (auto& saved : store_->LoadAll()) {
+    if (!saved.sealed) {
+      store_->Refuse(saved.id, saved.sealed.error().message);
+      continue;
+    }
+    auto unsealed = Unseal(*saved.sealed, store_->key(), pool_.options().limits);
+    if (!unsealed) {
+      store_->Refuse(saved.id, unsealed.error().message);
+      continue;
+    }
+    if (unsealed->session.id != saved.id || unsealed->session.owner.empty()) {
+      store_->Refuse(saved.id, "the file's name and the session in it differ");
+      continue;
+    }
+    if (InstanceOfId(saved.id) != options_.instance) {
+      std::fprintf(stderr, "execbox: session file %s.session left alone: it names another instance\n",
+                   saved.id.c_str());
+      continue;
+    }
+    if (!Adopt(saved.id, std::move(*unsealed))) {
+      std::fprintf(stderr, "execbox: session file %s.session left alone: %zu sessions are the most\n",
+                   saved.id.c_str(), options_.max_sessions);
+    }
+  }
+  return {};
+}
+
+bool Sessions::Adopt(const std::string& id, Unsealed unsealed) {
+  auto s = std::make_shared<Session>();
+  const SealedSession& h = unsealed.session;
+  s->id = id;
+  s->owner = h.owner;
+  s->limits = h.limits;
+  s->checkpoint = h.checkpoint;
+  s->generation = h.generation;
+  s->executions = h.executions;
+  s->created = std::chrono::system_clock::from_time_t(h.created_unix);
+  s->last_used = std::chrono::system_clock::now();  // its idle time starts again with the server
+  if (h.state == SealedSession::State::kEmpty || unsealed.body.empty()) {
+    s->next_reply_lost = true;
+    s->lost_reason = "server_restarted";
+    ++s->generation;
+  } else {
+    s->saved = std::move(unsealed);
+  }
+  std::lock_guard lock(mu_);
+  if (sessions_.size() >= options_.max_sessions) return false;
+  sessions_[id] = std::move(s);
+  return true;
+}
+
+size_t Sessions::SaveAll() {
+  if (!store_ || !store_->durable()) return 0;
+  std::vector<std::shared_ptr<Session>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [id, s] : sessions_) all.push_back(s);
+  }
+  size_t saved = 0;
+  for (auto& s : all) {
+    std::lock_guard run(s->run_mu);
+    if (s->closed || s->saved) continue;  // untouched since the restart: its file is as it was
+    if (!s->child || !s->child->alive()) {
+      Persist(*s, SealedSession::State::kEmpty, "");
+      continue;
+    }
+    auto taken = TakeSnapshot(*s->child, s->limits, &s->deleting);
+    if (!taken) {
+      // Its file keeps what it had (its creation, or its last checkpoint).
+      std::fprintf(stderr, "execbox: session %s not saved at shutdown: %s\n", s->id.c_str(),
+                   taken.error().message.c_str());
+      continue;
+    }
+    Persist(*s, SealedSession::State::kSaved, taken->blob);
+    ++saved;
+  }
+  return saved;
+}
+
+SessionExpected<Sessions::Exported> Sessions::Export(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  if (!store_) return std::unexpected(Internal("sessions were not opened"));
+  auto taken = SnapshotNow(*s, "export");
+  if (!taken) return std::unexpected(taken.error());
+  return Exported{.sealed = Seal(HeaderOf(*s, SealedSession::State::kSaved), taken->blob, store_->key()),
+                  .left_out = std::move(taken->left_out)};
+}
+
+SessionExpected<StateCopied> Sessions::Import(const std::string& owner, std::string_view sealed,
+                                              const jail::Limits& maxima) {
+  if (!store_) return std::unexpected(Internal("sessions were not opened"));
+  auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
+  if (!unsealed) return std::unexpected(SessionFailure{SessionError::kBadSnapshot, unsealed.error().message});
+  const SealedSession& h = unsealed->session;
+  if (h.owner != owner) {
+    return std::unexpected(SessionFailure{
+        SessionError::kNotYours,
+        "this snapshot is of another key's session: only the key that exported it can import it"});
+  }
+  for (const auto& spec : LimitTable()) {
+    if (spec.get(h.limits) > spec.get(maxima)) {
+      return std::unexpected(SessionFailure{SessionError::kBadSnapshot,
+                                            "the snapshot's session has " + std::string(spec.name) + " " +
+                                                std::to_string(static_cast<uint64_t>(spec.Value(h.limits))) +
+                                                ", above this server's maximum of " +
+                                                std::to_string(static_cast<uint64_t>(spec.Value(maxima)))});
+    }
+  }
+  if (h.state == SealedSession::State::kEmpty || unsealed->body.empty()) {
+    auto created = Create(owner, h.limits, h.checkpoint);
+    if (!created) return std::unexpected(created.error());
+    return StateCopied{.info = std::move(*created), .left_out = {}};
+  }
+  return NewFromSnapshot(owner, h.limits, h.checkpoint, unsealed->body);
+}
+
 SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std::string& id) {
   auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
+  RestoreSaved(*s);
   s->last_used = std::chrono::system_clock::now();
   if (!s->checkpoint) {
     return std::unexpected(
@@ -460,6 +666,7 @@ SessionExpected<void> Sessions::Close(const std::string& id) {
   std::lock_guard run(s->run_mu);  // ... and then its reply goes out
   s->closed = true;
   s->child.reset();  // kills the tree, removes the cgroup and with it every mount
+  if (store_) store_->Remove(id);
   return {};
 }
 

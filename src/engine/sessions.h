@@ -7,7 +7,12 @@
 // its next reply says "lost" too, once, so a model never assumes its variables survived.
 // A session's state is copied as data (state_copy.h): Fork makes an independent session from
 // a snapshot of another, and a session created with `checkpoint` keeps a snapshot from before
-// each execution, which Undo restores.
+// each execution, which Undo restores. With a state dir, sessions outlive the server: each
+// session's file holds its owner, limits and the latest state the server has for it (none at
+// creation; the checkpoint before each execution for a checkpointing session; the state after
+// the last execution at a graceful shutdown). A restarted server takes them back, restores each
+// on its first use, and that reply says what came back and what did not. Export and Import move
+// a session's state, sealed, between servers that share the state dir's key.
 #pragma once
 
 #include <chrono>
@@ -25,6 +30,7 @@
 #include "base/error.h"
 #include "engine/engine.h"
 #include "engine/pool.h"
+#include "engine/session_store.h"
 #include "engine/state_copy.h"
 
 namespace execbox::engine {
@@ -36,6 +42,8 @@ struct SessionOptions {
   // ends in "." and this name, so a router sends each session's calls to the instance that
   // holds it (README, "Several instances").
   std::string instance;
+  // Where sessions are kept across restarts ("": they end with the server). Made 0700.
+  std::string state_dir;
 };
 
 // Instance names are DNS labels (a StatefulSet's pod names are): 1-63 of a-z, 0-9 and '-',
@@ -72,6 +80,8 @@ enum class SessionError {
   kRefused,         // the zygote refused a file (a symlink or a file where a directory must be)
   kStateNotCopied,  // a snapshot or restore the agent refused, or the state is gone; says why
   kNothingToUndo,   // Undo: no checkpoint (not asked for at creation, none yet, or it failed)
+  kBadSnapshot,     // Import: not a snapshot of this server's (damaged, or sealed under another key)
+  kNotYours,        // Import: a snapshot of another owner's session
   kInternal,        // the sandbox failed; the message is for the server's log, not the client
   kFileNotFound,    // ReadFile: missing, not a regular file, or a symbolic link on the path
   kTooLarge,        // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
@@ -88,7 +98,12 @@ using SessionExpected = std::expected<T, SessionFailure>;
 class Sessions {
  public:
   Sessions(Pool& pool, SessionOptions options);
-  ~Sessions();  // closes every session
+  ~Sessions();  // ends every session's process; a durable one's file stays
+  // Opens the state dir (if any) and takes back the sessions kept there; before any other call.
+  execbox::Status Open();
+  // A graceful shutdown: each session's state after its last execution, into its file.
+  // Returns how many were saved.
+  size_t SaveAll();
   Sessions(const Sessions&) = delete;
   Sessions& operator=(const Sessions&) = delete;
 
@@ -113,6 +128,16 @@ class Sessions {
   // Puts back the state from before the last execution (a session created with checkpoint),
   // in a fresh child; once per checkpoint. `left_out` lists what the checkpoint could not hold.
   SessionExpected<StateCopied> Undo(const std::string& owner, const std::string& id);
+  // The session's state now, sealed (sealed_snapshot.h), for Import on this server or another
+  // one sharing its key; `left_out` lists what it could not hold.
+  struct Exported {
+    std::string sealed;
+    std::vector<LeftOut> left_out;
+  };
+  SessionExpected<Exported> Export(const std::string& owner, const std::string& id);
+  // A new session of `owner` from an export of `owner`'s. Its limits must be within `maxima`.
+  SessionExpected<StateCopied> Import(const std::string& owner, std::string_view sealed,
+                                      const jail::Limits& maxima);
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).
@@ -150,11 +175,24 @@ class Sessions {
   SessionExpected<void> EnsureChild(Session& s);
   // The snapshot before an execution, for Undo (a session created with checkpoint).
   void Checkpoint(Session& s);
+  // A session taken back after a restart is restored into a child on its first use.
+  void RestoreSaved(Session& s);
+  // Writes the session's file (a durable store only); a failure is logged, never the caller's.
+  void Persist(Session& s, SealedSession::State state, std::string_view body);
+  // Publishes a session read back from the store (false when full).
+  bool Adopt(const std::string& id, Unsealed unsealed);
+  static SealedSession HeaderOf(const Session& s, SealedSession::State state);
+  // A snapshot of the live session (for `what`: "fork", "export"), or why there is none.
+  SessionExpected<Snapshot> SnapshotNow(Session& s, const char* what);
+  // A new session of `owner` with `blob` restored in it; closed again if the restore fails.
+  SessionExpected<StateCopied> NewFromSnapshot(const std::string& owner, const jail::Limits& limits,
+                                               bool checkpoint, std::string_view blob);
   // A failed snapshot or restore as the caller hears it; a process that ended marks `s` lost.
   SessionFailure CopyFailure(Session* s, const StateCopyFailure& failure);
 
   Pool& pool_;
   SessionOptions options_;
+  std::unique_ptr<SessionStore> store_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   bool stopping_ = false;

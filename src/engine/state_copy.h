@@ -11,17 +11,10 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/result.h"
 #include "jail/zygote.h"
 
 namespace execbox::engine {
-
-// A global (or a work-dir entry) that a snapshot could not hold, or a restore could not
-// bring back: its name, its type, and why.
-struct LeftOut {
-  std::string name;
-  std::string type;
-  std::string reason;
-};
 
 struct StateCopyFailure {
   enum class Kind {

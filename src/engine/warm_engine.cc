@@ -15,6 +15,8 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (!pool) return std::unexpected(pool.error());
   e->pool_ = std::move(*pool);
   e->sessions_ = std::make_unique<Sessions>(*e->pool_, options.sessions);
+  if (auto opened = e->sessions_->Open(); !opened)
+    return std::unexpected(Context("sessions", opened.error()));
   return e;
 }
 

@@ -758,7 +758,8 @@ class ServiceTest(SharedCase):
         doc = r.json()
         self.assertTrue(doc["openapi"].startswith("3.1"), doc["openapi"])
         for path in ("/v1/execute", "/v1/check", "/v1/sessions", "/v1/sessions/{id}", "/v1/sessions/{id}/execute",
-                     "/v1/sessions/{id}/fork", "/v1/sessions/{id}/undo", "/v1/sessions/{id}/files/{path}", "/livez", "/readyz", "/metrics"):
+                     "/v1/sessions/{id}/fork", "/v1/sessions/{id}/undo", "/v1/sessions/{id}/snapshot", "/v1/sessions/import",
+                     "/v1/sessions/{id}/files/{path}", "/livez", "/readyz", "/metrics"):
             self.assertIn(path, doc["paths"])
         for name in ("Result", "SessionInfo", "SessionList", "Problem", "CheckResult", "Livez", "Readyz"):
             self.assertIn(name, doc["components"]["schemas"])

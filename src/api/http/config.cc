@@ -419,6 +419,15 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                      {"workers", SetUint(c.workers, 0, 1024)},
                      {"max_sessions", SetUint(c.max_sessions, 0, 1u << 16)},
                      {"session_idle_ttl_seconds", SetSeconds(c.session_idle_ttl, 1, 365ull * 86400)},
+                     {"session_state_dir",
+                      [&](const toml::node& node, const std::string& key) -> Status {
+                        auto v = String(node, key);
+                        if (!v) return std::unexpected(v.error());
+                        if (!v->empty() && v->front() != '/')
+                          return Err(node, key, "must be an absolute path");
+                        c.session_state_dir = *v;
+                        return {};
+                      }},
                  });
            })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {

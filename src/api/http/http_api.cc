@@ -90,7 +90,7 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   if (method == "POST" || method == "PUT") {
     // JSON routes take JSON; the file upload takes any bytes.
     auto type = request.Header("content-type");
-    bool file_upload = method == "PUT";
+    bool file_upload = method == "PUT" || path == "/v1/sessions/import";  // a sealed snapshot
     if (!file_upload && !type.empty() && !type.starts_with("application/json")) {
       return Fail(*exchange,
                   Problem{.status = 415,

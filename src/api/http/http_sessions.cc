@@ -74,7 +74,18 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     });
   }
 
-  // "/{id}" then an optional "/execute", "/fork", "/undo" or "/files/{path}".
+  if (rest == "/import") {
+    if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "POST"));
+    return Spawn([this, exchange, caller, origin, body = std::move(request.body)] {
+      auto imported = gate_.ImportSession(caller, body, origin);
+      if (!imported) return exchange->Respond(ProblemResponse(ProblemOf(imported.error())));
+      nlohmann::json out = SessionJson(imported->info);
+      out["not_restored"] = LeftOutJson(imported->left_out);
+      Respond(*exchange, JsonResponse(201, out));
+    });
+  }
+
+  // "/{id}" then an optional "/execute", "/fork", "/undo", "/snapshot" or "/files/{path}".
   rest.remove_prefix(1);
   size_t slash = rest.find('/');
   std::string id(rest.substr(0, slash));
@@ -111,6 +122,31 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
       nlohmann::json body = SessionJson(copied->info);
       body[fork ? "not_copied" : "not_restored"] = LeftOutJson(copied->left_out);
       Respond(*exchange, JsonResponse(fork ? 201 : 200, body));
+    });
+  }
+  if (action == "/snapshot") {
+    if (method != "GET") return not_allowed("GET");
+    return Spawn([this, exchange, caller, origin, id] {
+      auto exported = gate_.ExportSession(caller, id, origin);
+      if (!exported) return exchange->Respond(ProblemResponse(ProblemOf(exported.error())));
+      // What the snapshot could not hold, by name and type (ASCII JSON: a header value), as
+      // many as fit in 4 KiB; the import lists them all with their reasons.
+      nlohmann::json left = nlohmann::json::array();
+      std::string listed = "[]";
+      for (size_t i = 0; i < exported->left_out.size(); ++i) {
+        left.push_back({{"name", exported->left_out[i].name}, {"type", exported->left_out[i].type}});
+        std::string next = left.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+        if (next.size() > 4000) {
+          left.erase(left.size() - 1);
+          left.push_back({{"more", exported->left_out.size() - i}});
+          listed = left.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+          break;
+        }
+        listed = std::move(next);
+      }
+      HttpResponse response{.content_type = "application/octet-stream", .body = std::move(exported->sealed)};
+      response.headers.emplace_back("Execbox-Not-Copied", std::move(listed));
+      Respond(*exchange, std::move(response));
     });
   }
   if (action.starts_with("/files/")) return SessionFiles(request, exchange, key, id, action.substr(7));

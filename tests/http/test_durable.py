@@ -1,0 +1,155 @@
+"""Sessions that outlive the server (--session-state-dir) and move as sealed snapshots: a
+graceful stop keeps each session's state after its last execution, a kill -9 keeps a
+checkpointing session's last checkpoint, ownership survives, and a file or an upload the server
+did not seal is refused without being used."""
+import os
+import shutil
+import signal
+import stat
+import tempfile
+
+from harness import KEY_A, KEY_B, ApiTestCase, Server
+
+
+class DurableSessionsTest(ApiTestCase):
+    def setUp(self):
+        self.state = tempfile.mkdtemp(prefix="execbox-state-")
+        self.addCleanup(shutil.rmtree, self.state, True)
+
+    def start(self, name):
+        server = Server(name=name, flags=["--session-state-dir", self.state]).start()
+        self.addCleanup(server.kill)
+        self.server = server
+        return server
+
+    def create(self, token=KEY_A, **body):
+        r = self.server.request("POST", "/v1/sessions", body, token=token)
+        self.assertEqual(r.status, 201, repr(r))
+        return r.json()["id"]
+
+    def run_in(self, sid, code, token=KEY_A, status="ok"):
+        r = self.server.request("POST", f"/v1/sessions/{sid}/execute", {"code": code}, token=token)
+        return self.assertResult(r, status)
+
+    def value(self, sid, code, token=KEY_A):
+        return self.run_in(sid, code, token)["result"]["data"]["text/plain"]
+
+    def session_file(self, sid):
+        return os.path.join(self.state, sid + ".session")
+
+    def test_sigterm_keeps_each_sessions_state_and_owner(self):
+        self.start("durable-term-1")
+        sid = self.create()
+        self.run_in(sid, "import numpy as np\na = np.arange(5)\ndef total(): return int(a.sum())\n"
+                         "open('kept.txt', 'w').write('kept')\ng = (i for i in [1])")
+        theirs = self.create(token=KEY_B)
+        self.run_in(theirs, "secret = 'bravo'", token=KEY_B)
+        mode = os.stat(self.state).st_mode
+        self.assertEqual(stat.S_IMODE(mode), 0o700)
+        self.assertEqual(stat.S_IMODE(os.stat(self.session_file(sid)).st_mode), 0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.state, "snapshot.key")).st_mode), 0o600)
+        self.assertEqual(self.server.stop(), 0)
+        self.assertIn("2 sessions saved", self.server.stderr_text())
+
+        self.start("durable-term-2")
+        listing = self.server.request("GET", "/v1/sessions", token=KEY_A).json()
+        self.assertEqual([s["id"] for s in listing["sessions"]], [sid])
+        r = self.run_in(sid, "total(), open('kept.txt').read()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "(10, 'kept')")
+        self.assertEqual(r["session"]["state"], "restored", r["session"])
+        self.assertIn("restarted", r["session"]["reason"])
+        self.assertEqual([e["name"] for e in r["session"]["not_restored"]], ["g"])
+        self.assertEqual(self.run_in(sid, "1")["session"]["state"], "preserved")
+        # Still the owner's only.
+        self.assertProblem(self.server.request("POST", f"/v1/sessions/{theirs}/execute", {"code": "secret"},
+                                               token=KEY_A), 404, "session-not-found")
+        self.assertEqual(self.value(theirs, "secret", token=KEY_B), "'bravo'")
+        # Deleted is gone, file and all.
+        self.assertEqual(self.server.request("DELETE", f"/v1/sessions/{sid}").status, 204)
+        self.assertFalse(os.path.exists(self.session_file(sid)))
+
+    def test_kill_9_keeps_the_last_checkpoint_and_says_what_was_lost(self):
+        self.start("durable-kill-1")
+        sid = self.create(checkpoint=True)
+        self.run_in(sid, "v = 1")
+        self.run_in(sid, "v = 2")
+        plain = self.create()
+        self.run_in(plain, "w = 1")
+        self.server.track()
+        self.server.proc.send_signal(signal.SIGKILL)
+        self.server.proc.wait(timeout=30)
+
+        self.start("durable-kill-2")
+        r = self.run_in(sid, "v")
+        self.assertEqual(r["result"]["data"]["text/plain"], "1")
+        self.assertEqual(r["session"]["state"], "restored", r["session"])
+        self.assertIn("execution 1 of 2", r["session"]["reason"])
+        r = self.run_in(plain, "'w' in globals()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "False")
+        self.assertEqual(r["session"]["state"], "lost")
+        self.assertEqual(r["session"]["reason"], "server_restarted")
+
+    def test_a_tampered_or_foreign_file_is_refused_and_the_server_serves(self):
+        self.start("durable-tamper-1")
+        sid = self.create()
+        self.run_in(sid, "x = 41")
+        self.assertEqual(self.server.stop(), 0)
+        path = self.session_file(sid)
+        data = bytearray(open(path, "rb").read())
+        data[len(data) // 2] ^= 0x01
+        open(path, "wb").write(bytes(data))
+        junk = "s_" + "0" * 32
+        with open(self.session_file(junk), "wb") as f:
+            f.write(b"EXBSEAL1" + os.urandom(200))
+
+        self.start("durable-tamper-2")
+        self.assertProblem(self.server.request("GET", f"/v1/sessions/{sid}"), 404, "session-not-found")
+        log = self.server.stderr_text()
+        self.assertIn(f"session file {sid}.session refused", log)
+        self.assertIn(f"session file {junk}.session refused", log)
+        self.assertTrue(os.path.exists(path + ".refused"))
+        self.assertResult(self.server.execute("1 + 1"), "ok")
+
+    def test_a_state_dir_that_cannot_be_used_stops_the_start(self):
+        not_a_dir = os.path.join(self.state, "file")
+        open(not_a_dir, "w").close()
+        server = Server(name="durable-bad-dir", flags=["--session-state-dir", not_a_dir])
+        server.spawn()
+        self.addCleanup(server.kill)
+        self.assertEqual(server.proc.wait(timeout=60), 70)
+        server.wait_exit()
+        self.assertIn("is not a directory", server.stderr_text())
+
+    def test_export_and_import_are_the_owners_only(self):
+        self.start("durable-export")
+        sid = self.create()
+        self.run_in(sid, "rows = [1, 2]\nfh = open('f.txt', 'w')")
+        r = self.server.request("GET", f"/v1/sessions/{sid}/snapshot")
+        self.assertEqual(r.status, 200, repr(r))
+        self.assertEqual(r.header("content-type"), "application/octet-stream")
+        self.assertIn('"name":"fh"', r.header("execbox-not-copied"))
+        sealed = r.body
+        headers = {"Content-Type": "application/octet-stream"}
+        imported = self.server.request("POST", "/v1/sessions/import", sealed, headers=headers)
+        self.assertEqual(imported.status, 201, repr(imported))
+        body = imported.json()
+        self.assertValid("UndoneSession", body)
+        new = body["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{new}")
+        self.assertNotEqual(new, sid)
+        self.assertEqual([e["name"] for e in body["not_restored"]], ["fh"])
+        self.assertEqual(self.value(new, "rows.append(3)\nrows"), "[1, 2, 3]")
+        self.assertEqual(self.value(sid, "rows"), "[1, 2]")
+        # Another key's export, a changed byte, and junk are refused; nothing is made of them.
+        self.assertProblem(self.server.request("POST", "/v1/sessions/import", sealed, headers=headers, token=KEY_B),
+                           400, "snapshot-not-yours")
+        changed = bytearray(sealed)
+        changed[-100] ^= 0x40
+        self.assertProblem(self.server.request("POST", "/v1/sessions/import", bytes(changed), headers=headers),
+                           400, "invalid-snapshot")
+        self.assertProblem(self.server.request("POST", "/v1/sessions/import", b"junk", headers=headers),
+                           400, "invalid-snapshot")
+        self.assertProblem(self.server.request("GET", f"/v1/sessions/{sid}/snapshot", token=KEY_B),
+                           404, "session-not-found")
+        listing = self.server.request("GET", "/v1/sessions", token=KEY_B).json()
+        self.assertEqual(listing["sessions"], [])

@@ -1,0 +1,86 @@
+// Sealed snapshots: what the server wrote comes back exactly; anything else -- a changed byte
+// anywhere, a cut, another server's key, junk -- is refused before any of it is used.
+#include "engine/sealed_snapshot.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/limit_schema.h"
+
+namespace execbox::engine {
+namespace {
+
+SealedSession Sample() {
+  SealedSession s{.owner = "alice", .id = "s_0123456789abcdef0123456789abcdef", .checkpoint = true};
+  s.limits.memory_bytes = 512ull << 20;
+  s.limits.wall_time = std::chrono::seconds(12);
+  s.generation = 2;
+  s.executions = 7;
+  s.created_unix = 1'700'000'000;
+  s.last_used_unix = 1'700'000'100;
+  s.state = SealedSession::State::kCheckpoint;
+  s.included = 6;
+  return s;
+}
+
+TEST(SealedSnapshot, WhatWasSealedComesBack) {
+  auto key = SnapshotKey::Ephemeral();
+  ASSERT_TRUE(key.has_value());
+  const std::string body("\x80\x05pickled\0bytes", 16);
+  auto u = Unseal(Seal(Sample(), body, *key), *key, jail::Limits{});
+  ASSERT_TRUE(u.has_value()) << u.error().message;
+  EXPECT_EQ(u->body, body);
+  EXPECT_EQ(u->session.owner, "alice");
+  EXPECT_EQ(u->session.id, Sample().id);
+  EXPECT_TRUE(u->session.checkpoint);
+  EXPECT_EQ(u->session.limits.memory_bytes, 512ull << 20);
+  EXPECT_EQ(u->session.limits.wall_time, std::chrono::seconds(12));
+  EXPECT_EQ(u->session.generation, 2u);
+  EXPECT_EQ(u->session.executions, 7u);
+  EXPECT_EQ(u->session.included, 6u);
+  EXPECT_EQ(u->session.state, SealedSession::State::kCheckpoint);
+  EXPECT_EQ(u->session.created_unix, 1'700'000'000);
+}
+
+TEST(SealedSnapshot, AnyChangeCutOrOtherKeyIsRefused) {
+  auto key = SnapshotKey::Ephemeral(), other = SnapshotKey::Ephemeral();
+  ASSERT_TRUE(key.has_value() && other.has_value());
+  const std::string sealed = Seal(Sample(), std::string(300, 'b'), *key);
+  for (size_t at = 0; at < sealed.size(); at += 7) {
+    std::string changed = sealed;
+    changed[at] = static_cast<char>(changed[at] ^ 0x20);
+    EXPECT_FALSE(Unseal(changed, *key, {}).has_value()) << "a change at byte " << at << " was accepted";
+  }
+  for (size_t cut : {size_t{0}, size_t{8}, sealed.size() / 2, sealed.size() - 1}) {
+    EXPECT_FALSE(Unseal(sealed.substr(0, cut), *key, {}).has_value()) << cut;
+  }
+  auto foreign = Unseal(sealed, *other, {});
+  ASSERT_FALSE(foreign.has_value());
+  EXPECT_NE(foreign.error().message.find("snapshot key"), std::string::npos) << foreign.error().message;
+  EXPECT_FALSE(Unseal("EXBSEAL1" + std::string(100, '\0'), *key, {}).has_value());
+  EXPECT_FALSE(Unseal(sealed + "x", *key, {}).has_value());
+}
+
+TEST(SealedSnapshot, TheKeyFileIsMadeOwnerOnlyAndKept) {
+  auto dir = std::filesystem::temp_directory_path() / ("execbox-key-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "snapshot.key").string();
+  auto made = SnapshotKey::LoadOrCreate(path);
+  ASSERT_TRUE(made.has_value()) << made.error().message;
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = SnapshotKey::LoadOrCreate(path);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->bytes(), made->bytes());
+  ::chmod(path.c_str(), 0644);
+  EXPECT_FALSE(SnapshotKey::LoadOrCreate(path).has_value());  // readable by others: not trusted
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace execbox::engine
