@@ -108,12 +108,14 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
   std::shared_ptr<Worker> from;
   {
     std::lock_guard lock(mu_);
-    if (!session && Matches(limits)) {
+    if (Matches(limits)) {
       for (size_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[(next_ + i) % workers_.size()];
-        while (w && !w->prepared.empty()) {
-          auto child = std::move(w->prepared.front());
-          w->prepared.pop_front();
+        if (!w) continue;
+        auto& ready = session ? w->prepared_sessions : w->prepared;
+        while (!ready.empty()) {
+          auto child = std::move(ready.front());
+          ready.pop_front();
           if (!child->Probe()) continue;
           next_ = (next_ + i + 1) % workers_.size();
           // No refill yet: forking the next child now would compete for the CPU with this
@@ -155,6 +157,7 @@ PoolStats Pool::Stats() {
     if (!w || !w->zygote) continue;
     ++s.warm_workers;
     s.prepared += w->prepared.size();
+    s.prepared_sessions += w->prepared_sessions.size();
     s.zygote_cpu_ns += w->zygote->CpuNs();
   }
   s.children_ended = cpu_tally_->children;
@@ -198,12 +201,15 @@ void Pool::Refill() {
         continue;
       }
       std::erase_if(w->prepared, [](const auto& c) { return !c->alive(); });
-      if (w->prepared.size() >= options_.prepared_per_worker) continue;
+      std::erase_if(w->prepared_sessions, [](const auto& c) { return !c->alive(); });
+      // One-shot children first: executions are the common request.
+      const bool session = w->prepared.size() >= options_.prepared_per_worker;
+      if (session && w->prepared_sessions.size() >= options_.prepared_sessions_per_worker) continue;
       lock.unlock();
-      auto child = w->zygote->Spawn(ChildOptions(options_.limits, false));
+      auto child = w->zygote->Spawn(ChildOptions(options_.limits, session));
       lock.lock();
       if (child) {
-        w->prepared.push_back(std::move(*child));
+        (session ? w->prepared_sessions : w->prepared).push_back(std::move(*child));
         w->failures = 0;
         worked = true;
       } else {

@@ -23,6 +23,9 @@ namespace execbox::engine {
 struct PoolOptions {
   size_t workers = 0;              // 0: one per two cores, at least one
   size_t prepared_per_worker = 2;  // children kept forked and locked down, per worker
+  // Session children kept ready too, per worker: a session's creation, fork, undo or restore
+  // then takes one instead of forking on demand (and its copy paths are already warm).
+  size_t prepared_sessions_per_worker = 1;
   runtime::WorkerOptions worker;
   jail::Limits limits;  // prepared children are made for these (a request may change the limit
                         // schema's per-execution rows; any other difference forks a child anew)
@@ -32,7 +35,8 @@ struct PoolOptions {
 
 struct PoolStats {
   size_t warm_workers = 0;
-  size_t prepared = 0;
+  size_t prepared = 0;           // one-shot children
+  size_t prepared_sessions = 0;  // session children
   uint64_t workers_started = 0;
   uint64_t workers_replaced = 0;
   uint64_t spawned_on_demand = 0;
@@ -64,6 +68,7 @@ class Pool {
   struct Worker {
     std::unique_ptr<jail::Zygote> zygote;
     std::deque<std::unique_ptr<jail::WarmChild>> prepared;
+    std::deque<std::unique_ptr<jail::WarmChild>> prepared_sessions;
     uint32_t failures = 0;
   };
   void Refill();

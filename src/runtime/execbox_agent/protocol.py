@@ -11,7 +11,8 @@
 #
 # Request (argv[1], JSON):
 #     {"mode": "run" | "check" | "snapshot" | "restore" (the last two: a warm session's, see
-#      snapshot.py; they ignore code and answer with one result event), "code": str, "filename": "<cell>", "policy": profile | null,
+#      snapshot.py; they ignore code and answer with one result event), "code": str,
+#      "filename": "<cell>", "policy": profile | null,
 #      "figures": {"max_width_px", "max_height_px", "max_bytes", "dpi"},
 #      "max_repr_bytes": int, "max_stream_event_bytes": int}
 #

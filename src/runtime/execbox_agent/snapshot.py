@@ -36,6 +36,7 @@ import tarfile
 
 SNAPSHOT_NAME = ".execbox-snapshot"
 RESTORE_NAME = ".execbox-restore"
+PREWARM_NAME = ".execbox-prewarm"  # a child's own warm-up (warm.py), never the host's
 MAGIC = b"EXBSNAP1"
 _TRAILER = struct.Struct("<QQ8s")
 _MAIN_GLOBALS = "execbox:__main__"
@@ -126,7 +127,7 @@ def _add_files(tar, work_dir, skipped):
     for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=work_dir, follow_symlinks=False):
         for name in sorted(dirnames + filenames):
             rel = os.path.normpath(os.path.join(dirpath, name))
-            if rel in (SNAPSHOT_NAME, RESTORE_NAME):
+            if rel in (SNAPSHOT_NAME, RESTORE_NAME, PREWARM_NAME):
                 continue
             try:
                 st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -147,7 +148,8 @@ def _add_files(tar, work_dir, skipped):
                         os.close(fd)
                     count += 1
                 else:
-                    skipped.append({"name": rel, "type": "special file", "reason": "not a file, directory or link"})
+                    skipped.append({"name": rel, "type": "special file",
+                                    "reason": "not a file, directory or link"})
             except OSError as exc:
                 if exc.errno in _FULL:  # the snapshot itself filled the work dir
                     raise
@@ -155,12 +157,16 @@ def _add_files(tar, work_dir, skipped):
     return count
 
 
-def take(main, work_dir, sources):
-    """Writes the snapshot file; returns its summary (names kept, not_copied, files, bytes)."""
-    discard(work_dir)
+def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True):
+    """Writes the snapshot file (`name`; with the work dir's files unless `files` is false);
+    returns its summary (names kept, not_copied, files, bytes)."""
+    try:
+        os.unlink(name, dir_fd=work_dir)
+    except OSError:
+        pass
     namespace = main.__dict__ if main is not None else {}
     kept, not_copied, skipped_files = [], [], []
-    fd = os.open(SNAPSHOT_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                  dir_fd=work_dir)
     try:
         with os.fdopen(fd, "w+b") as f:
@@ -185,7 +191,7 @@ def take(main, work_dir, sources):
             del pickler
             tar_at = f.tell()
             with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                files = _add_files(tar, work_dir, skipped_files)
+                files = _add_files(tar, work_dir, skipped_files) if files else 0
             manifest_at = f.tell()
             manifest = {"version": 1, "python": "%d.%d" % sys.version_info[:2], "names": kept,
                         "not_copied": not_copied + skipped_files, "sources": sources}
@@ -193,10 +199,14 @@ def take(main, work_dir, sources):
             f.write(_TRAILER.pack(tar_at, manifest_at, MAGIC))
             size = f.tell()
     except OSError as exc:
-        discard(work_dir)
+        try:
+            os.unlink(name, dir_fd=work_dir)
+        except OSError:
+            pass
         if exc.errno in _FULL:
             raise SnapshotError("the snapshot does not fit in the session's work dir (its disk_mb limit); "
-                                "delete files or large variables, or create the session with more disk_mb") from None
+                                "delete files or large variables, or create the session with more "
+                                "disk_mb") from None
         raise SnapshotError("the snapshot could not be written: %s" % (exc.strerror or exc)) from None
     return {"names": kept, "not_copied": not_copied + skipped_files, "files": files, "bytes": size}
 
@@ -209,7 +219,8 @@ def _read_manifest(f):
     f.seek(size - _TRAILER.size)
     tar_at, manifest_at, magic = _TRAILER.unpack(f.read(_TRAILER.size))
     f.seek(0)
-    if f.read(len(MAGIC)) != MAGIC or magic != MAGIC or not len(MAGIC) <= tar_at <= manifest_at <= size - _TRAILER.size:
+    in_order = len(MAGIC) <= tar_at <= manifest_at <= size - _TRAILER.size
+    if f.read(len(MAGIC)) != MAGIC or magic != MAGIC or not in_order:
         raise SnapshotError("the file is not a snapshot")
     f.seek(manifest_at)
     try:
@@ -243,7 +254,8 @@ def _extract(f, work_dir, not_restored):
         for member in tar:
             parts = [p for p in member.name.split("/") if p not in ("", ".")]
             if not parts or member.name.startswith("/") or ".." in parts or any("\0" in p for p in parts):
-                not_restored.append({"name": member.name, "type": "file", "reason": "not a path beneath the work dir"})
+                not_restored.append({"name": member.name, "type": "file",
+                                     "reason": "not a path beneath the work dir"})
                 continue
             directory = work_dir
             try:
@@ -273,7 +285,8 @@ def _extract(f, work_dir, not_restored):
                         os.close(fd)
                     count += 1
                 else:
-                    not_restored.append({"name": member.name, "type": "special file", "reason": "not restored"})
+                    not_restored.append({"name": member.name, "type": "special file",
+                                         "reason": "not restored"})
             except OSError as exc:
                 if exc.errno in _FULL:
                     raise SnapshotError("the snapshot's files do not fit in this session's work dir "
@@ -285,15 +298,15 @@ def _extract(f, work_dir, not_restored):
     return count
 
 
-def restore(work_dir, main):
-    """Reads RESTORE_NAME (deleted at once) into the work dir and main's globals; returns the
-    summary (names restored, not_restored, files, sources)."""
+def restore(work_dir, main, name=RESTORE_NAME):
+    """Reads the snapshot file `name` (deleted at once) into the work dir and main's globals;
+    returns the summary (names restored, not_restored, files, sources)."""
     try:
-        fd = os.open(RESTORE_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=work_dir)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=work_dir)
     except OSError as exc:
         raise SnapshotError("no snapshot to restore: %s" % (exc.strerror or exc)) from None
     try:
-        os.unlink(RESTORE_NAME, dir_fd=work_dir)
+        os.unlink(name, dir_fd=work_dir)
     except OSError:
         pass
     not_restored, restored = [], []
