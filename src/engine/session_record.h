@@ -1,0 +1,44 @@
+// Inside Sessions (sessions.cc, session_copies.cc): one session as the engine keeps it, and the
+// failures both files make. Not for anyone else.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/sessions.h"
+
+namespace execbox::engine {
+
+struct Sessions::Session {
+  std::string id;
+  std::string owner;    // both set before the session is published, then never written
+  jail::Limits limits;  // what the child was made with
+  std::mutex run_mu;    // one execution at a time, in order of arrival
+  std::unique_ptr<jail::WarmChild> child;
+  uint64_t generation = 0;
+  uint64_t executions = 0;
+  bool next_reply_lost = false;  // the state was lost; say so in the next reply too
+  std::string lost_reason;
+  std::chrono::system_clock::time_point created, last_used;
+  bool closed = false;
+  std::atomic<bool> deleting{false};  // Delete stops a running execution rather than wait for it
+  bool checkpoint = false;            // set before the session is published
+  std::optional<Snapshot> undo;       // the state before the last execution
+  std::string checkpoint_failure;     // why there is none, when the last checkpoint failed
+  std::optional<Unsealed> saved;      // taken back after a restart: restored on first use
+  bool restored = false;              // ... which the next reply says, with what did not come back
+  std::string restored_note;
+  std::vector<LeftOut> restored_left_out;
+};
+
+inline SessionFailure Internal(std::string message) { return {SessionError::kInternal, std::move(message)}; }
+inline SessionFailure NotFound(const std::string& id) {
+  return {SessionError::kNotFound, "no session " + id};
+}
+
+}  // namespace execbox::engine
