@@ -19,9 +19,12 @@ void Sessions::Checkpoint(Session& s) {
     return;
   }
   // The execution goes ahead without a checkpoint; Undo says why there is none.
-  s.checkpoint_failure = CopyFailure(&s, taken.error()).message;
   if (taken.error().kind == StateCopyFailure::Kind::kInternal) {
+    std::fprintf(stderr, "execbox: session %s: checkpoint failed: %s\n", s.id.c_str(),
+                 taken.error().message.c_str());
     s.checkpoint_failure = "the checkpoint could not be made (an internal error)";
+  } else {
+    s.checkpoint_failure = CopyFailure(&s, taken.error()).message;
   }
 }
 

@@ -49,10 +49,10 @@ class SnapshotError(Exception):
     """The snapshot could not be made or read; the message is for the user."""
 
 
-def discard(work_dir):
-    """Removes a snapshot file the host has read (called as the next request arrives)."""
+def discard(work_dir, name=SNAPSHOT_NAME):
+    """Removes a snapshot file (the host has read it, or it is about to be made again)."""
     try:
-        os.unlink(SNAPSHOT_NAME, dir_fd=work_dir)
+        os.unlink(name, dir_fd=work_dir)
     except OSError:
         pass
 
@@ -160,10 +160,7 @@ def _add_files(tar, work_dir, skipped):
 def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True):
     """Writes the snapshot file (`name`; with the work dir's files unless `files` is false);
     returns its summary (names kept, not_copied, files, bytes)."""
-    try:
-        os.unlink(name, dir_fd=work_dir)
-    except OSError:
-        pass
+    discard(work_dir, name)
     namespace = main.__dict__ if main is not None else {}
     kept, not_copied, skipped_files = [], [], []
     fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
@@ -199,10 +196,7 @@ def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True):
             f.write(_TRAILER.pack(tar_at, manifest_at, MAGIC))
             size = f.tell()
     except OSError as exc:
-        try:
-            os.unlink(name, dir_fd=work_dir)
-        except OSError:
-            pass
+        discard(work_dir, name)
         if exc.errno in _FULL:
             raise SnapshotError("the snapshot does not fit in the session's work dir (its disk_mb limit); "
                                 "delete files or large variables, or create the session with more "
@@ -305,10 +299,7 @@ def restore(work_dir, main, name=RESTORE_NAME):
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=work_dir)
     except OSError as exc:
         raise SnapshotError("no snapshot to restore: %s" % (exc.strerror or exc)) from None
-    try:
-        os.unlink(name, dir_fd=work_dir)
-    except OSError:
-        pass
+    discard(work_dir, name)
     not_restored, restored = [], []
     with os.fdopen(fd, "rb") as f:
         tar_at, manifest = _read_manifest(f)

@@ -231,6 +231,7 @@ class _Server:
         self.main = None
         self.path_entry = None  # the work dir, first on sys.path
         self.sources = {}  # filename -> source of each execution
+        self.snapshot_made = False  # a snapshot file waits in the work dir for the host
 
     def prewarm(self):
         """Before any request: a throwaway execution through the steps a request takes (stdin,
@@ -285,10 +286,7 @@ class _Server:
         except Exception:  # noqa: BLE001 - only an optimisation
             pass
         finally:
-            try:
-                os.unlink(PREWARM_NAME, dir_fd=self.work_dir)
-            except OSError:
-                pass
+            discard_snapshot(self.work_dir, PREWARM_NAME)
             if main is not None:
                 sys.modules["__main__"] = main
 
@@ -327,8 +325,9 @@ class _Server:
             request = parse_request(raw)
             inputs = parse_inputs(raw)
             del raw
-            if self.session:
-                discard_snapshot(self.work_dir)  # read by the host by now, if one was made
+            if self.snapshot_made:  # read by the host by now
+                discard_snapshot(self.work_dir)
+                self.snapshot_made = False
             if request["mode"] in ("snapshot", "restore"):
                 reporter.set_stream_budget(request["max_stream_event_bytes"])
                 state = self.state = State(request, reporter)
@@ -381,6 +380,7 @@ class _Server:
                 raise SnapshotError("snapshots are made of sessions only")
             self._prepare_interpreter(state)
             if mode == "snapshot":
+                self.snapshot_made = True
                 summary = take_snapshot(self.main, self.work_dir, self.sources)
             else:
                 if self.main is None:
