@@ -45,11 +45,29 @@ std::string AgentMainPath() {
 
 namespace {
 
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kRun:
+      return "run";
+    case Mode::kCheck:
+      return "check";
+    case Mode::kCommand:
+      return "command";
+    case Mode::kListDir:
+      return "listdir";
+    case Mode::kDropContext:
+      return "drop_context";
+  }
+  return "run";
+}
+
+bool SessionOnly(Mode mode) { return mode != Mode::kRun && mode != Mode::kCheck; }
+
 Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   auto profile = PolicyProfile(program.policy);
   if (!profile) return std::unexpected(profile.error());
   nlohmann::json request = {
-      {"mode", program.mode == Mode::kCheck ? "check" : "run"},
+      {"mode", ModeName(program.mode)},
       {"code", program.code},
       {"filename", program.display_name},
       {"policy", nlohmann::json::parse(*profile)},
@@ -61,6 +79,11 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
       {"max_repr_bytes", program.limits.output_bytes},
       {"max_stream_event_bytes", program.limits.output_bytes},
   };
+  // A session's extras, only when set: a plain request stays as it always was.
+  if (!program.context.empty()) request["context"] = program.context;
+  if (!program.env.empty()) request["env"] = program.env;
+  if (!program.cwd.empty()) request["cwd"] = program.cwd;
+  if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
   return request;
 }
 
@@ -140,6 +163,10 @@ jail::Policy BasePythonPolicy() {
 }
 
 Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
+  // A cold jail runs one request and ends: a command, a listing or a context is a session's.
+  if (SessionOnly(program.mode)) {
+    return Fail(std::string("mode ") + ModeName(program.mode) + " is for a session only");
+  }
   auto request = MakeRequest(program, false);
   if (!request) return std::unexpected(request.error());
   jail::Policy p = BasePythonPolicy();

@@ -2,6 +2,8 @@
 // runs it with Debian's interpreter and the scientific stack, through the agent.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,7 +12,21 @@
 
 namespace execbox::runtime {
 
-enum class Mode { kRun, kCheck };
+// kRun and kCheck take Python code. The others are for a session's child only (a sandbox's
+// operations besides Python, as E2B's API has them), each answered by one result whose
+// application/json says what happened:
+//   kCommand: `code` is a shell command line, run with /bin/bash -l -c (else /bin/sh -c) in the
+//     session's sandbox under its limits; its stdout and stderr are the execution's, live;
+//     the result is {"exit_code": N}.
+//   kListDir: `code` is a directory path in the sandbox; the result is {"entries": [...]} to
+//     `list_depth` levels, each {name, path, type ("file"|"dir"|"symlink"|"other"), size, mode,
+//     permissions, owner, group, modified (seconds since the epoch), symlink_target?}; a missing
+//     path or not a directory is an error (FileNotFoundError, NotADirectoryError). The agent
+//     adds "path" (the directory, absolute) and "truncated" (true past 10,000 entries); paths
+//     are absolute, mode the permission bits, entries breadth first (sandbox_ops.py).
+//   kDropContext: forgets the namespace `context` (its next execution starts empty); the
+//     result is {"context": name, "dropped": whether it existed}.
+enum class Mode { kRun, kCheck, kCommand, kListDir, kDropContext };
 
 // Caps on what one figure may cost; bigger figures are downscaled and flagged.
 struct FigureLimits {
@@ -33,6 +49,16 @@ struct PythonProgram {
   jail::FileCollection collect;
   // Give matplotlib a prebuilt font list (see font_cache.h).
   bool seed_matplotlib = true;
+  // Sessions only. A session holds several Python namespaces ("contexts", E2B's name), all in
+  // one process and one work dir; "" is the default one (the one snapshots copy).
+  std::string context;
+  // Environment variables set for this execution only, put back as they were after it.
+  std::map<std::string, std::string> env;
+  // The working directory for this execution only ("": the work dir), put back after it. A
+  // relative one is relative to the work dir. For kRun, "" leaves the directory where the
+  // session's earlier code left it (os.chdir lasts from cell to cell, as in a notebook).
+  std::string cwd;
+  uint32_t list_depth = 1;  // kListDir
 };
 
 // Where the interpreter and the agent live inside the jail. The agent is the package

@@ -8,8 +8,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from execbox_agent.cell import internal_error_event, register_source  # noqa: E402
 from execbox_agent.execution import State, check_and_compile, finish, prepare_interpreter, run  # noqa: E402
-from execbox_agent.protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, Reporter, load_request,  # noqa: E402
-                                    safe_str, take_report_fd)
+from execbox_agent.protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, SESSION_MODES, Reporter,  # noqa: E402
+                                    RequestError, load_request, safe_str, take_report_fd)
 from execbox_agent.streams import OpenTracker, install_streams  # noqa: E402
 
 del sys.path[0]
@@ -21,6 +21,8 @@ def main():
     state = None
     try:
         request = load_request(sys.argv)
+        if request["mode"] in SESSION_MODES:
+            raise RequestError("mode %r is for a session only" % request["mode"])
         reporter.set_stream_budget(request["max_stream_event_bytes"])
         state = State(request, reporter)
         register_source(request["filename"], request["code"])

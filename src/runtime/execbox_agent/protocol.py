@@ -11,10 +11,14 @@
 #
 # Request (argv[1], JSON):
 #     {"mode": "run" | "check" | "snapshot" | "restore" (the last two: a warm session's, see
-#      snapshot.py; they ignore code and answer with one result event), "code": str,
+#      snapshot.py; they ignore code and answer with one result event) | "command" | "listdir" |
+#      "drop_context" (a warm session's too, see sandbox_ops.py), "code": str,
 #      "filename": "<cell>", "policy": profile | null,
 #      "figures": {"max_width_px", "max_height_px", "max_bytes", "dpi"},
-#      "max_repr_bytes": int, "max_stream_event_bytes": int}
+#      "max_repr_bytes": int, "max_stream_event_bytes": int,
+#      optional, a session's only: "context": str (the namespace: "" the default one),
+#      "env": {str: str} and "cwd": str (for this execution only; run, command, listdir),
+#      "depth": int >= 1 (listdir)}
 #
 # Report (fd 3): JSON Lines, one event per line, written as things happen, so a run that is
 # killed has still delivered everything before the kill. Events, in order:
@@ -329,13 +333,45 @@ def load_request(argv):
     return parse_request(request)
 
 
+MODES = ("run", "check", "snapshot", "restore", "command", "listdir", "drop_context")
+SESSION_MODES = ("command", "listdir", "drop_context")  # not a one-shot child's, nor the cold agent's
+
+
+def _string_field(request, key, nul_ok=False):
+    value = request.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RequestError("%s must be a string" % key)
+    if "\0" in value and not nul_ok:  # a path
+        raise RequestError("%s must not contain NUL characters" % key)
+    return value
+
+
+def _env_field(request):
+    """The "env" object: names and values that os.environ can hold."""
+    env = request.get("env")
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise RequestError("env must be an object of strings")
+    for name, value in env.items():
+        if not isinstance(value, str):
+            raise RequestError("env[%r] must be a string" % name)
+        if not name or "=" in name or "\0" in name:
+            raise RequestError("env name %r is not a valid environment variable name" % name)
+        if "\0" in value:
+            raise RequestError("env[%r] must not contain NUL characters" % name)
+    return dict(env)
+
+
 def parse_request(request):
     """The checked request, with defaults, from the decoded JSON value."""
     if not isinstance(request, dict):
         raise RequestError("the request must be a JSON object")
     mode = request.get("mode", "run")
-    if mode not in ("run", "check", "snapshot", "restore"):
-        raise RequestError("mode must be 'run', 'check', 'snapshot' or 'restore'")
+    if mode not in MODES:
+        raise RequestError("mode must be one of %s" % ", ".join(repr(m) for m in MODES))
     code = request.get("code")
     if not isinstance(code, str):
         raise RequestError("code must be a string")
@@ -372,6 +408,10 @@ def parse_request(request):
         "max_repr_bytes": _int_field(request, "max_repr_bytes", DEFAULTS["max_repr_bytes"]),
         "max_stream_event_bytes": _int_field(request, "max_stream_event_bytes",
                                              DEFAULTS["max_stream_event_bytes"]),
+        "context": _string_field(request, "context", nul_ok=True),  # only a name
+        "env": _env_field(request),
+        "cwd": _string_field(request, "cwd"),
+        "depth": _int_field(request, "depth", 1),
     }
 
 

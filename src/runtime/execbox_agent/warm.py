@@ -14,18 +14,24 @@
 #   - One-shot (session false): the child ends like the cold agent (threads joined, atexit
 #     handlers run, exit event, os._exit(code)), with b"D" written on the channel between the
 #     exit event and os._exit: the host may answer before the process has wound down.
-#   - Session (session true): the globals (one __main__ module), imports, open files and
-#     threads persist from one execution to the next; display(), print() and pyplot.show()
-#     report to the current execution. An execution ends without joining threads or running
-#     atexit handlers: output flushed, exit event sent, report fd closed, /dev/null put on fds
-#     0-2 (the host sees EOF on every pipe of the execution), one byte b"D" written on the
+#   - Session (session true): the globals (one __main__ module per context, see below), imports,
+#     open files and threads persist from one execution to the next; display(), print() and
+#     pyplot.show() report to the current execution. An execution ends without joining threads or
+#     running atexit handlers: output flushed, exit event sent, report fd closed, /dev/null put on
+#     fds 0-2 (the host sees EOF on every pipe of the execution), one byte b"D" written on the
 #     channel (the host's sign that the execution is over), and the next header awaited. A
-#     SystemExit ends the execution with its code, not the session. Figures left open are
-#     shown and closed. Each execution's source stays in linecache under its own name, so a
-#     traceback through a function of an earlier execution shows that execution's line: an
-#     execution runs under the request's filename unless an earlier execution of the session
-#     used that name; then its 1-based number is added ("<cell>" -> "<cell-3>", "job.py" ->
-#     "job-3.py"), and its tracebacks, warnings and events use that name.
+#     SystemExit ends the execution with its code, not the session. Figures left open are shown and
+#     closed. Each execution's source stays in linecache under its own name, so a traceback through
+#     a function of an earlier execution shows that execution's line: an execution runs under the
+#     request's filename unless an earlier execution of the session used that name; then its 1-based
+#     number is added ("<cell>" -> "<cell-3>", "job.py" -> "job-3.py"), and its tracebacks, warnings
+#     and events use that name.
+# A session's contexts: each request names one ("" when it names none); its Python runs in that
+# context's own __main__ module, made empty on first use, so that separate namespaces share one
+# process, its imports and its work dir. The default context "" is the one a snapshot copies and
+# a restore fills. "drop_context" forgets one (the next execution in it starts empty). A request's
+# "env" and "cwd" hold for that execution only; "command" runs a shell command and "listdir" lists
+# a directory (sandbox_ops.py). A one-shot child refuses these three modes, as the cold agent does.
 # EOF on the channel where a header would start: os._exit(0); a broken request: see
 # protocol.py.
 import _signal
@@ -41,9 +47,10 @@ from .cell import (compile_cell, execute, internal_error_event, new_main_module,
 from .execution import State, add_dist_packages, check_and_compile, finish, install_builtins, run
 from .figures import seed_matplotlib_cache, warm_plot
 from .lint import compile_policy, lint
-from .protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, Channel, ChannelError, Reporter, RequestError,
-                       channel_failure, describe, move_fd_high, parse_inputs, parse_request, safe_str,
-                       write_all)
+from .protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, SESSION_MODES, Channel, ChannelError, Reporter,
+                       RequestError, channel_failure, describe, move_fd_high, parse_inputs, parse_request,
+                       safe_str, write_all)
+from .sandbox_ops import in_place, run_command, run_list_dir
 from .snapshot import PREWARM_NAME, SnapshotError
 from .snapshot import discard as discard_snapshot
 from .snapshot import restore as restore_snapshot
@@ -55,7 +62,9 @@ from .streams import OpenTracker, flush_std_streams, install_streams, new_stdin
 _LAZY_IMPORTS = ("__future__", "_sitebuiltins", "_socket", "atexit", "fcntl", "fnmatch", "gc",
                  "re", "resource", "traceback", "warnings", "weakref",
                  # a session's snapshot (snapshot.py): ~15 ms to import in each child otherwise
-                 "cloudpickle", "tarfile")
+                 "cloudpickle", "tarfile",
+                 # a session's commands and listings (sandbox_ops.py)
+                 "grp", "pwd", "subprocess")
 
 
 _PREWARM_NAME = "<execbox-prewarm>"
@@ -228,7 +237,8 @@ class _Server:
         # A session's, kept across executions:
         self.tracker = None
         self.streams = None
-        self.main = None
+        self.main = None  # the default context's __main__ module
+        self.contexts = {}  # name -> __main__ module of every other context
         self.path_entry = None  # the work dir, first on sys.path
         self.sources = {}  # filename -> source of each execution
         self.snapshot_made = False  # a snapshot file waits in the work dir for the host
@@ -328,24 +338,40 @@ class _Server:
             if self.snapshot_made:  # read by the host by now
                 discard_snapshot(self.work_dir)
                 self.snapshot_made = False
-            if request["mode"] in ("snapshot", "restore"):
-                reporter.set_stream_budget(request["max_stream_event_bytes"])
+            mode = request["mode"]
+            if mode in SESSION_MODES and not self.session:
+                raise RequestError("mode %r is for a session only" % mode)
+            reporter.set_stream_budget(request["max_stream_event_bytes"])
+            if mode in ("snapshot", "restore"):
                 state = self.state = State(request, reporter)
-                exit_code = self._copy_state(state, request["mode"])
+                exit_code = self._copy_state(state, mode)
+            elif mode == "drop_context":
+                state = self.state = State(request, reporter)
+                exit_code = self._drop_context(state)
+            elif mode in ("command", "listdir"):
+                state = self.state = State(request, reporter)
+                _write_inputs(self.work_dir, inputs)
+                if mode == "command":
+                    operation = lambda: run_command(state, self.null_in)  # noqa: E731
+                else:
+                    operation = lambda: run_list_dir(state)  # noqa: E731
+                exit_code = in_place(state, self.work_dir, operation, True)
             else:
                 if self.session:
                     self._name_execution(request)
-                reporter.set_stream_budget(request["max_stream_event_bytes"])
                 state = self.state = State(request, reporter)
                 _write_inputs(self.work_dir, inputs)
                 register_source(request["filename"], request["code"])
-                if request["mode"] == "run":
+                if mode == "run":
                     self._prepare_interpreter(state)
                 exit_code = check_and_compile(state)
                 if exit_code is None:
-                    exit_code = 0 if request["mode"] == "check" else run(state, request)
-            if state.main is not None:
-                self.main = state.main
+                    if mode == "check":
+                        exit_code = 0
+                    else:
+                        exit_code = in_place(state, self.work_dir, lambda: run(state, request), False)
+                if state.main is not None:  # made by run() on a context's first use
+                    self._set_namespace(request["context"], state.main)
         except ChannelError as exc:  # a body that is not JSON: the framing may be off too
             reporter.emit(internal_error_event(exc))
             try:
@@ -380,6 +406,8 @@ class _Server:
                 raise SnapshotError("snapshots are made of sessions only")
             self._prepare_interpreter(state)
             if mode == "snapshot":
+                if self.main is not None:  # the last execution may have been another context's
+                    sys.modules["__main__"] = self.main
                 self.snapshot_made = True
                 summary = take_snapshot(self.main, self.work_dir, self.sources)
             else:
@@ -400,6 +428,35 @@ class _Server:
                              "data": {"text/plain": "%s: %d names, %d files" % (mode, len(summary["names"]),
                                                                                 summary["files"]),
                                       "application/json": summary}})
+        return 0
+
+    def _namespace(self, context):
+        """The context's __main__ module, or None before its first execution."""
+        return self.main if context == "" else self.contexts.get(context)
+
+    def _set_namespace(self, context, module):
+        if context == "":
+            self.main = module
+        else:
+            self.contexts[context] = module
+
+    def _drop_context(self, state):
+        """Forgets a context's namespace (the default one too): its next execution starts
+        empty. What else holds its objects (a thread, another context) keeps them."""
+        context = state.request["context"]
+        if context == "":
+            module, self.main = self.main, None
+        else:
+            module = self.contexts.pop(context, None)
+        if module is not None and sys.modules.get("__main__") is module:
+            sys.modules["__main__"] = self.main if self.main is not None else type(sys)("__main__")
+        existed = module is not None
+        del module
+        import gc
+        gc.collect()  # its objects go now (cycles through functions' globals), files closed
+        state.reporter.emit({"type": "result", "metadata": {},
+                             "data": {"text/plain": "dropped",
+                                      "application/json": {"context": context, "dropped": existed}}})
         return 0
 
     def _name_execution(self, request):
@@ -450,7 +507,7 @@ class _Server:
             if finder is not None:
                 finder.invalidate_caches()  # modules the earlier executions wrote
         sys.argv = [state.request["filename"]]
-        state.main = self.main
+        state.main = self._namespace(state.request["context"])
 
     def _end_execution(self, state, exit_code):
         """The end of a session's execution: unlike finish(), no threads joined and no atexit

@@ -1,0 +1,247 @@
+// A session's contexts, per-execution env and cwd, and its operations besides Python (shell
+// commands, directory listings, dropping a context; runtime/python_program.h, Mode), end to end
+// on real warm children in real jails.
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "warm/warm_fixture.h"
+
+namespace execbox::engine {
+namespace {
+
+using runtime::Mode;
+
+class SessionContext : public WarmSessions {
+ protected:
+  void SetUp() override {
+    WarmSessions::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto s = S().Create();
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    id_ = s->id;
+  }
+  void TearDown() override {
+    if (!id_.empty()) {
+      EXPECT_TRUE(S().Delete(id_).has_value());
+    }
+  }
+
+  static runtime::PythonProgram Op(Mode mode, const std::string& code, const std::string& context = "") {
+    auto p = Program(code);
+    p.mode = mode;
+    p.context = context;
+    return p;
+  }
+  Result Do(const runtime::PythonProgram& p, const ExecuteOptions& o = {}) {
+    auto r = S().Execute(id_, p, o);
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().message);
+    return r ? std::move(*r) : Result{.status = Status::kInternalError};
+  }
+  // The text of the result of `code` run in `context`.
+  std::string Value(const std::string& code, const std::string& context = "") {
+    Result r = Do(Op(Mode::kRun, code, context));
+    EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+    return r.result ? (*r.result)["data"].value("text/plain", "") : "";
+  }
+  static nlohmann::json Json(const Result& r) {
+    return r.result ? (*r.result)["data"].value("application/json", nlohmann::json()) : nlohmann::json();
+  }
+
+  std::string id_;
+};
+
+TEST_F(SessionContext, ContextsKeepSeparateGlobalsButShareTheWorkDir) {
+  EXPECT_EQ(Value("x = 'default'\nx"), "'default'");
+  EXPECT_EQ(Value("x = 'a'\nopen('shared.txt', 'w').write('from a')\nx", "a"), "'a'");
+  // A context is a real __main__: classes defined there pickle, tracebacks show its lines.
+  EXPECT_EQ(
+      Value("import pickle\nclass P:\n    pass\ntype(pickle.loads(pickle.dumps(P()))).__name__, __name__",
+            "a"),
+      "('P', '__main__')");
+  EXPECT_EQ(Value("'x' in globals(), open('shared.txt').read()", "b"), "(False, 'from a')");
+  EXPECT_EQ(Value("x"), "'default'");
+  EXPECT_EQ(Value("x", "a"), "'a'");
+  Result r = Do(Op(Mode::kRun, "def f():\n    return 1 / 0\nf()", "b"));
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "ZeroDivisionError");
+  std::string tb;
+  for (const auto& line : r.error->traceback) tb += line + "\n";
+  EXPECT_NE(tb.find("return 1 / 0"), std::string::npos) << tb;
+}
+
+TEST_F(SessionContext, EnvAppliesToOneExecutionOnly) {
+  auto p = Op(Mode::kRun, "import os\nos.environ['EXECBOX_T'], os.environ['HOME']");
+  p.env = {{"EXECBOX_T", "set"}, {"HOME", "/elsewhere"}};
+  Result r = Do(p);
+  ASSERT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ((*r.result)["data"].value("text/plain", ""), "('set', '/elsewhere')");
+  EXPECT_EQ(Value("os.environ.get('EXECBOX_T'), os.environ['HOME']"), "(None, '/work')");
+}
+
+TEST_F(SessionContext, CwdAppliesToOneExecutionAndAMissingOneIsTheExecutionsError) {
+  const std::string work = Value("import os\nos.makedirs('sub/deeper')\nos.getcwd()");
+  ASSERT_FALSE(work.empty());
+  const std::string base = work.substr(1, work.size() - 2);  // without the quotes
+  auto p = Op(Mode::kRun, "os.getcwd(), open('here.txt', 'w').write('x')");
+  p.cwd = "sub/deeper";
+  Result r = Do(p);
+  ASSERT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ((*r.result)["data"].value("text/plain", ""), "('" + base + "/sub/deeper', 1)");
+  EXPECT_EQ(Value("os.getcwd(), os.path.exists('sub/deeper/here.txt')"), "('" + base + "', True)");
+
+  p = Op(Mode::kRun, "print('ran')");
+  p.cwd = "missing";
+  r = Do(p);
+  EXPECT_EQ(r.status, Status::kError) << Describe(r);
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "FileNotFoundError");
+  EXPECT_NE(r.error->evalue.find("missing"), std::string::npos) << r.error->evalue;
+  EXPECT_EQ(Out(r), "");
+  ASSERT_TRUE(r.session.has_value());
+  EXPECT_TRUE(r.session->preserved);
+  EXPECT_EQ(Value("os.getcwd()"), work);
+}
+
+TEST_F(SessionContext, CommandStreamsItsOutputLiveAndReportsItsExitCode) {
+  Do(Op(Mode::kRun, "open('listed.txt', 'w').write('hello')"));
+  std::mutex mu;
+  std::string live_out, live_err;
+  ExecuteOptions o;
+  o.on_output = [&](jail::Stream s, std::string_view data) {
+    std::lock_guard lock(mu);
+    (s == jail::Stream::kStdout ? live_out : live_err).append(data);
+  };
+  Result r = Do(Op(Mode::kCommand, "ls -la; echo err >&2; exit 3"), o);
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(r.exit_code, 0) << Describe(r);
+  EXPECT_EQ(Json(r), nlohmann::json({{"exit_code", 3}})) << Describe(r);
+  EXPECT_EQ((*r.result)["data"].value("text/plain", ""), "exit 3");
+  EXPECT_NE(Out(r).find("listed.txt"), std::string::npos) << Describe(r);
+  EXPECT_EQ(r.stderr_text.text, "err\n");
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(live_out, Out(r));
+    EXPECT_EQ(live_err, "err\n");
+  }
+  // With env and cwd, in its own process group, and a signal counted as a shell does.
+  auto p = Op(Mode::kCommand, "pwd; echo \"$GREETING\"; test -x /bin/bash && echo bash; kill -TERM $$");
+  p.env = {{"GREETING", "hi there"}};
+  p.cwd = "/tmp";
+  r = Do(p);
+  EXPECT_EQ(Out(r), "/tmp\nhi there\nbash\n") << Describe(r);
+  EXPECT_EQ(Json(r), nlohmann::json({{"exit_code", 143}})) << Describe(r);
+  // The session's Python is as it was.
+  EXPECT_EQ(Value("import os\nos.getcwd() == os.environ['HOME'], 'GREETING' in os.environ"), "(True, False)");
+}
+
+TEST_F(SessionContext, ACommandWithLargeOutput) {
+  Result r = Do(Op(Mode::kCommand, "seq 1 100000; seq 1 1000 >&2"));
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(Json(r), nlohmann::json({{"exit_code", 0}}));
+  EXPECT_EQ(r.stdout_text.total_bytes, 588895u);
+  EXPECT_FALSE(r.stdout_text.truncated);
+  EXPECT_EQ(Out(r).substr(0, 8), "1\n2\n3\n4\n");
+  EXPECT_EQ(Out(r).substr(Out(r).size() - 13), "99999\n100000\n");
+  EXPECT_EQ(r.stderr_text.total_bytes, 3893u);
+}
+
+TEST_F(SessionContext, ListDirShowsFilesDirsAndSymlinksAndRefusesWhatIsMissing) {
+  const std::string work = Value(
+      "import os\nos.makedirs('sub/inner')\nopen('a.txt', 'w').write('hello')\n"
+      "open('sub/b.bin', 'wb').write(bytes(10))\nos.chmod('a.txt', 0o640)\nos.symlink('sub', 'link')\n"
+      "os.getcwd()");
+  const std::string base = work.substr(1, work.size() - 2);
+  Result r = Do(Op(Mode::kListDir, "."));
+  ASSERT_EQ(r.status, Status::kOk) << Describe(r);
+  nlohmann::json listing = Json(r);
+  EXPECT_EQ(listing["path"], base);
+  EXPECT_EQ(listing["truncated"], false);
+  std::map<std::string, nlohmann::json> entries;
+  for (const auto& e : listing["entries"]) entries[e["name"].get<std::string>()] = e;
+  ASSERT_EQ(entries.size(), 3u) << listing.dump();
+  const auto& a = entries["a.txt"];
+  EXPECT_EQ(a["type"], "file");
+  EXPECT_EQ(a["size"], 5);
+  EXPECT_EQ(a["mode"], 0640);
+  EXPECT_EQ(a["permissions"], "-rw-r-----");
+  EXPECT_EQ(a["path"], base + "/a.txt");
+  EXPECT_TRUE(a["modified"].is_number_float());
+  EXPECT_TRUE(a["owner"].is_string() && a["group"].is_string()) << a.dump();
+  EXPECT_FALSE(a.contains("symlink_target"));
+  EXPECT_EQ(entries["sub"]["type"], "dir");
+  EXPECT_EQ(entries["link"]["type"], "symlink");
+  EXPECT_EQ(entries["link"]["symlink_target"], "sub");
+
+  // Deeper, breadth first, never through the link; relative to the cwd.
+  auto p = Op(Mode::kListDir, "");
+  p.list_depth = 3;
+  r = Do(p);
+  std::vector<std::string> paths;
+  listing = Json(r);
+  for (const auto& e : listing["entries"]) paths.push_back(e["path"]);
+  EXPECT_EQ(paths, (std::vector<std::string>{base + "/a.txt", base + "/link", base + "/sub",
+                                             base + "/sub/b.bin", base + "/sub/inner"}))
+      << Describe(r);
+  p = Op(Mode::kListDir, "inner");
+  p.cwd = "sub";
+  r = Do(p);
+  EXPECT_EQ(Json(r)["path"], base + "/sub/inner") << Describe(r);
+  EXPECT_EQ(Json(r)["entries"].size(), 0u);
+
+  // A listing has a cap, and says so; the host takes the whole (large) result line.
+  p = Op(Mode::kListDir, "/usr");
+  p.list_depth = 50;
+  r = Do(p);
+  ASSERT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(Json(r)["truncated"], true);
+  EXPECT_EQ(Json(r)["entries"].size(), 10000u);
+
+  r = Do(Op(Mode::kListDir, "nope"));
+  EXPECT_EQ(r.status, Status::kError) << Describe(r);
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "FileNotFoundError");
+  EXPECT_NE(r.error->evalue.find("nope"), std::string::npos) << r.error->evalue;
+  EXPECT_FALSE(r.result.has_value());
+  r = Do(Op(Mode::kListDir, "a.txt"));
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "NotADirectoryError");
+  ASSERT_TRUE(r.session.has_value());
+  EXPECT_TRUE(r.session->preserved);
+}
+
+TEST_F(SessionContext, DropContextEmptiesThatContextOnly) {
+  Value("y = 1");
+  Value("y = 2", "a");
+  Value("y = 3", "b");
+  Result r = Do(Op(Mode::kDropContext, "", "a"));
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ((*r.result)["data"].value("text/plain", ""), "dropped");
+  EXPECT_EQ(Json(r), nlohmann::json({{"context", "a"}, {"dropped", true}}));
+  EXPECT_EQ(Value("'y' in globals()", "a"), "False");
+  EXPECT_EQ(Value("y"), "1");
+  EXPECT_EQ(Value("y", "b"), "3");
+  r = Do(Op(Mode::kDropContext, ""));  // the default one
+  EXPECT_EQ(Json(r), nlohmann::json({{"context", ""}, {"dropped", true}}));
+  EXPECT_EQ(Value("'y' in globals()"), "False");
+  EXPECT_EQ(Value("y", "b"), "3");
+}
+
+// The modes besides Python are a session's: a one-shot child refuses them, as the cold path does.
+TEST_F(Warm, SessionOnlyModesAreRefusedOutsideASession) {
+  auto p = Program("echo no");
+  p.mode = Mode::kCommand;
+  auto r = g_engine->Execute(p);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_EQ(r->status, Status::kInternalError) << Describe(*r);
+  ASSERT_TRUE(r->error.has_value()) << Describe(*r);
+  EXPECT_NE(r->error->evalue.find("for a session only"), std::string::npos) << r->error->evalue;
+  EXPECT_EQ(Out(*r), "");
+  auto policy = runtime::MakePolicy(p);
+  ASSERT_FALSE(policy.has_value());
+  EXPECT_NE(policy.error().message.find("for a session only"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace execbox::engine
