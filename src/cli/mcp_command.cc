@@ -46,6 +46,7 @@ Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& c
   warm.pool.limits = config.limits.defaults;
   warm.sessions.max_sessions = config.max_sessions;
   warm.sessions.idle_ttl = config.session_idle_ttl;
+  warm.sessions.max_lifetime = config.session_max_lifetime;
   auto engine = engine::Engine::Create(warm);
   if (engine) return engine;
   std::cerr << "execbox mcp: warm pool unavailable (" << engine.error().message

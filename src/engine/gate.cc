@@ -36,6 +36,8 @@ const char* TransportName(Transport transport) {
       return "mcp_http";
     case Transport::kMcpStdio:
       return "mcp_stdio";
+    case Transport::kE2b:
+      return "e2b";
     case Transport::kCli:
       break;
   }
@@ -146,6 +148,24 @@ Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
                 {{"field", "files"}, {"total_bytes", total}, {"work_dir_bytes", room}});
 }
 
+// A shell command, a directory listing or a namespace dropped are a session's only; a shell
+// command also goes around the lint profile (which reads Python), so it runs only where that
+// profile refuses nothing.
+Refused<void> Gate::CheckMode(const ExecutionRequest& request) const {
+  const runtime::Mode mode = request.program.mode;
+  if (mode == runtime::Mode::kRun || mode == runtime::Mode::kCheck) return {};
+  if (!request.session_id) {
+    return Refuse(RefusalKind::kBadRequest, "session-required", "Session required",
+                  "shell commands and directory listings run in a session only");
+  }
+  if (mode == runtime::Mode::kCommand && request.program.policy != "permissive") {
+    return Refuse(RefusalKind::kConflict, "policy-violation", "Refused by policy",
+                  "shell commands are refused under the '" + request.program.policy +
+                      "' policy (they would go around its checks of the Python code)");
+  }
+  return {};
+}
+
 Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, const Origin& origin) {
   const bool check = request.program.mode == runtime::Mode::kCheck;
   const char* route = check ? "check" : request.session_id ? "session" : "execute";
@@ -166,6 +186,7 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   request.program.limits = *limits;
   if (check) request.program.limits.wall_time = std::min(limits->wall_time, kCheckWallTime);
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
+  if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
   auto ticket = admission_.Reserve(caller);
   if (!ticket) return refuse(std::move(ticket.error()));
   Admitted admitted;
@@ -377,6 +398,29 @@ Refused<std::string> Gate::ReadSessionFile(const Caller& caller, const std::stri
   auto content = engine_.sessions()->ReadFile(caller.id, id, path, max_bytes);
   if (!content) return std::unexpected(FromSession(content.error(), id));
   return std::move(*content);
+}
+
+Refused<void> Gate::SetSessionLifetime(const Caller& caller, const std::string& id,
+                                       std::chrono::seconds lifetime, const Origin& origin) {
+  const char* route = "session_lifetime";
+  auto* sessions = engine_.sessions();
+  if (sessions == nullptr)
+    return std::unexpected(Reject(caller, origin, route, id, "", SessionsUnavailable()));
+  const auto most = sessions->max_lifetime();
+  if (lifetime.count() < 0 || lifetime > most) {
+    return std::unexpected(Reject(
+        caller, origin, route, id, "",
+        Refusal{
+            .kind = RefusalKind::kUnprocessable,
+            .type = "limit-exceeded",
+            .title = "Limit exceeded",
+            .detail = "a session may live at most " + std::to_string(most.count()) + " s; " +
+                      std::to_string(lifetime.count()) + " s was asked for",
+            .extra = {{"limit", "lifetime_s"}, {"requested", lifetime.count()}, {"maximum", most.count()}}}));
+  }
+  auto set = sessions->SetExpiry(caller.id, id, std::chrono::system_clock::now() + lifetime);
+  if (!set) return std::unexpected(Reject(caller, origin, route, id, "", FromSession(set.error(), id)));
+  return {};
 }
 
 void Gate::Close() { admission_.Close(); }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,8 +26,8 @@
 
 namespace execbox::engine {
 
-enum class Transport { kHttp, kMcpHttp, kMcpStdio, kCli };
-// "http", "mcp_http", "mcp_stdio", "cli": the audit log's and the metrics' label.
+enum class Transport { kHttp, kMcpHttp, kMcpStdio, kCli, kE2b };
+// "http", "mcp_http", "mcp_stdio", "cli", "e2b": the audit log's and the metrics' label.
 const char* TransportName(Transport transport);
 
 // Where a request came from.
@@ -121,6 +122,10 @@ class Gate {
   Refused<Sessions::Exported> ExportSession(const Caller& caller, const std::string& id,
                                             const Origin& origin);
   Refused<StateCopied> ImportSession(const Caller& caller, std::string_view sealed, const Origin& origin);
+  // The session ends `lifetime` from now, used or not (Sessions::SetExpiry; E2B's sandbox
+  // timeout), within the server's maximum lifetime, else a "limit-exceeded" refusal naming it.
+  Refused<void> SetSessionLifetime(const Caller& caller, const std::string& id, std::chrono::seconds lifetime,
+                                   const Origin& origin);
   Refused<void> WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                  std::string content);
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
@@ -137,6 +142,7 @@ class Gate {
   // The limits an execution runs with, for a one-shot or for a session's execution.
   Refused<jail::Limits> ResolveLimits(const LimitOverrides& overrides, const jail::Limits* session) const;
   Refused<void> CheckInputs(const runtime::PythonProgram& program) const;
+  Refused<void> CheckMode(const ExecutionRequest& request) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
   // A failure of the sandbox, logged with an incident id; the refusal says only that.
   Refusal Internal(const std::string& what, const std::string& detail) const;

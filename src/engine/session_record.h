@@ -27,11 +27,14 @@ struct Sessions::Session {
   std::chrono::system_clock::time_point created, last_used;
   bool closed = false;
   std::atomic<bool> deleting{false};  // Delete stops a running execution rather than wait for it
-  bool checkpoint = false;            // set before the session is published
-  std::optional<Snapshot> undo;       // the state before the last execution
-  std::string checkpoint_failure;     // why there is none, when the last checkpoint failed
-  std::optional<Unsealed> saved;      // taken back after a restart: restored on first use
-  bool restored = false;              // ... which the next reply says, with what did not come back
+  // SetExpiry's time (system_clock, ns since the epoch); 0: none, the idle TTL applies. Atomic:
+  // set while an execution runs, read by the sweep.
+  std::atomic<int64_t> expires_ns{0};
+  bool checkpoint = false;         // set before the session is published
+  std::optional<Snapshot> undo;    // the state before the last execution
+  std::string checkpoint_failure;  // why there is none, when the last checkpoint failed
+  std::optional<Unsealed> saved;   // taken back after a restart: restored on first use
+  bool restored = false;           // ... which the next reply says, with what did not come back
   std::string restored_note;
   std::vector<LeftOut> restored_left_out;
 };

@@ -124,6 +124,8 @@ SessionInfo Sessions::InfoOf(Session& s) {
                    .last_used = s.last_used,
                    .checkpoint = s.checkpoint,
                    .can_undo = s.undo.has_value()};
+  if (int64_t ns = s.expires_ns.load(); ns != 0)
+    info.expires = std::chrono::system_clock::time_point(std::chrono::nanoseconds(ns));
   if (s.child) {
     auto m = s.child->ReadMemory();
     info.private_bytes = m.private_bytes;
@@ -339,6 +341,20 @@ std::vector<SessionInfo> Sessions::List(const std::string& owner) {
   return out;
 }
 
+SessionExpected<void> Sessions::SetExpiry(const std::string& owner, const std::string& id,
+                                          std::optional<std::chrono::system_clock::time_point> expires) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  int64_t ns = 0;
+  if (expires) {
+    ns = std::chrono::duration_cast<std::chrono::nanoseconds>(expires->time_since_epoch()).count();
+    ns = std::max<int64_t>(ns, 1);
+  }
+  s->expires_ns = ns;
+  wake_.notify_all();  // an expiry in the past closes the session at the sweep's next look
+  return {};
+}
+
 SessionExpected<void> Sessions::Delete(const std::string& owner, const std::string& id) {
   if (!Find(owner, id)) return std::unexpected(NotFound(id));
   return Close(id);
@@ -373,7 +389,11 @@ size_t Sessions::SweepIdle() {
     std::lock_guard lock(mu_);
     for (auto& [id, s] : sessions_) {
       std::unique_lock run(s->run_mu, std::try_to_lock);
-      if (run.owns_lock() && now - s->last_used > options_.idle_ttl) idle.push_back(id);
+      if (!run.owns_lock()) continue;
+      const int64_t expires_ns = s->expires_ns.load();
+      const bool over = expires_ns != 0 ? now.time_since_epoch() >= std::chrono::nanoseconds(expires_ns)
+                                        : now - s->last_used > options_.idle_ttl;
+      if (over) idle.push_back(id);
     }
   }
   size_t closed = 0;

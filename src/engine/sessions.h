@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,6 +39,8 @@ namespace execbox::engine {
 struct SessionOptions {
   size_t max_sessions = 32;
   std::chrono::seconds idle_ttl{30 * 60};
+  // The longest a session may be given to live (SetExpiry: E2B's sandbox timeout).
+  std::chrono::seconds max_lifetime{24 * 3600};
   // This server's name among several behind one router ("" when alone): every session id
   // ends in "." and this name, so a router sends each session's calls to the instance that
   // holds it (README, "Several instances").
@@ -65,6 +68,8 @@ struct SessionInfo {
   uint64_t private_bytes = 0, pss_bytes = 0;  // of the session's Python process, when known
   bool checkpoint = false;                    // a snapshot is taken before each execution (for Undo)
   bool can_undo = false;                      // one is held now
+  // When the session ends whatever its use (SetExpiry); none: it ends after idle_ttl unused.
+  std::optional<std::chrono::system_clock::time_point> expires;
 };
 
 // A session made or changed from a snapshot (Fork, Undo), and what did not come along.
@@ -139,6 +144,12 @@ class Sessions {
   SessionExpected<StateCopied> Import(const std::string& owner, std::string_view sealed,
                                       const jail::Limits& maxima);
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
+  // From now on the session ends at `expires` (closed by the sweep, between executions), used
+  // or not, instead of after idle_ttl unused; nullopt goes back to the idle TTL. Never waits
+  // for a running execution. The caller keeps `expires` within max_lifetime (the gate does).
+  SessionExpected<void> SetExpiry(const std::string& owner, const std::string& id,
+                                  std::optional<std::chrono::system_clock::time_point> expires);
+  std::chrono::seconds max_lifetime() const { return options_.max_lifetime; }
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).
   // The zygote does the work, beneath the work dir it holds by descriptor: nothing the

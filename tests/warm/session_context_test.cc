@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/gate.h"
 #include "warm/warm_fixture.h"
 
 namespace execbox::engine {
@@ -244,4 +245,51 @@ TEST_F(Warm, SessionOnlyModesAreRefusedOutsideASession) {
 }
 
 }  // namespace
+}  // namespace execbox::engine
+
+namespace execbox::engine {
+
+// A session given a lifetime (E2B's sandbox timeout) ends at it, used or not; the gate holds the
+// maximum, and a session-only mode never runs one-shot nor, for a shell command, under a lint
+// profile that refuses anything.
+TEST_F(WarmSessions, ALifetimeEndsTheSessionAndTheGateHoldsItsMaximum) {
+  Gate gate(*g_engine, GateOptions{.limits = LimitsConfig{}});
+  const Caller caller{.id = "lifetime"};
+  auto info = gate.CreateSession(caller, {}, {});
+  ASSERT_TRUE(info.has_value()) << info.error().detail;
+  const auto most = g_engine->sessions()->max_lifetime();
+  auto over = gate.SetSessionLifetime(caller, info->id, most + std::chrono::seconds(1), {});
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().type, "limit-exceeded");
+  EXPECT_NE(over.error().detail.find("at most"), std::string::npos) << over.error().detail;
+  EXPECT_EQ(gate.SetSessionLifetime(Caller{.id = "someone-else"}, info->id, std::chrono::seconds(5), {})
+                .error()
+                .type,
+            "session-not-found");
+
+  ASSERT_TRUE(gate.SetSessionLifetime(caller, info->id, std::chrono::seconds(3600), {}).has_value());
+  auto kept = gate.Session(caller, info->id);
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_TRUE(kept->expires.has_value());
+  EXPECT_EQ(g_engine->sessions()->SweepIdle(), 0u);  // an hour is not over
+  ASSERT_TRUE(gate.SetSessionLifetime(caller, info->id, std::chrono::seconds(0), {}).has_value());
+  // The background sweep, woken by the change, may be the one that closes it.
+  g_engine->sessions()->SweepIdle();
+  EXPECT_FALSE(gate.Session(caller, info->id).has_value());
+
+  ExecutionRequest command{.program = Program("echo hi"), .limits = {}, .session_id = std::nullopt};
+  command.program.mode = runtime::Mode::kCommand;
+  auto one_shot = gate.Admit(caller, command, {});
+  ASSERT_FALSE(one_shot.has_value());
+  EXPECT_EQ(one_shot.error().type, "session-required");
+  auto strict = gate.CreateSession(caller, {}, {});
+  ASSERT_TRUE(strict.has_value());
+  command.session_id = strict->id;
+  command.program.policy = "strict";
+  auto refused = gate.Admit(caller, command, {});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().type, "policy-violation");
+  ASSERT_TRUE(gate.CloseSession(caller, strict->id, {}).has_value());
+}
+
 }  // namespace execbox::engine

@@ -419,6 +419,7 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                      {"workers", SetUint(c.workers, 0, 1024)},
                      {"max_sessions", SetUint(c.max_sessions, 0, 1u << 16)},
                      {"session_idle_ttl_seconds", SetSeconds(c.session_idle_ttl, 1, 365ull * 86400)},
+                     {"session_max_lifetime_seconds", SetSeconds(c.session_max_lifetime, 1, 365ull * 86400)},
                      {"session_state_dir",
                       [&](const toml::node& node, const std::string& key) -> Status {
                         auto v = String(node, key);

@@ -58,6 +58,7 @@ struct ServerConfig {
   size_t workers = 0;
   size_t max_sessions = 32;
   std::chrono::seconds session_idle_ttl{30 * 60};
+  std::chrono::seconds session_max_lifetime{24 * 3600};  // the longest E2B sandbox timeout taken
   std::string session_state_dir;  // sessions kept across restarts here (engine::SessionOptions); "": not kept
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
