@@ -6,29 +6,12 @@
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
 #include "api/http/http_running.h"
+#include "api/http/http_wire.h"
 #include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {
 namespace {
-
-// The longest prefix of carry + data that ends on a whole UTF-8 sequence; the cut-off tail
-// (at most 3 bytes) stays in `carry` for the next chunk, so a character split across two
-// reads is not turned into two replacement characters.
-std::string WholeUtf8(std::string& carry, std::string_view data) {
-  carry.append(data);
-  size_t end = carry.size();
-  for (size_t back = 1; back <= 3 && back <= carry.size(); ++back) {
-    unsigned char c = static_cast<unsigned char>(carry[carry.size() - back]);
-    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > back) end = carry.size() - back;
-    break;
-  }
-  std::string out = carry.substr(0, end);
-  carry.erase(0, end);
-  return out;
-}
 
 std::string Event(std::string_view name, const nlohmann::json& data) {
   return "event: " + std::string(name) + "\ndata: " + Serialize(data) + "\n\n";

@@ -112,4 +112,19 @@ std::string Chunk(std::string_view data) {
   return out;
 }
 
+std::string WholeUtf8(std::string& carry, std::string_view data) {
+  carry.append(data);
+  size_t end = carry.size();
+  for (size_t back = 1; back <= 3 && back <= carry.size(); ++back) {
+    unsigned char c = static_cast<unsigned char>(carry[carry.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > back) end = carry.size() - back;
+    break;
+  }
+  std::string out = carry.substr(0, end);
+  carry.erase(0, end);
+  return out;
+}
+
 }  // namespace execbox::api

@@ -26,4 +26,9 @@ bool Accepts(std::string_view accept, std::string_view type);
 // machine, which could reach the server directly anyway.
 bool IsLoopbackOrigin(std::string_view origin);
 
+// The longest prefix of carry + data that ends on a whole UTF-8 sequence; the cut-off tail
+// (at most 3 bytes) stays in `carry` for the next chunk, so a character split across two
+// reads of a live stream is not turned into two replacement characters.
+std::string WholeUtf8(std::string& carry, std::string_view data);
+
 }  // namespace execbox::api
