@@ -114,7 +114,12 @@ std::expected<ApiKey, Problem> Authenticator::Authenticate(std::string_view auth
     if (IsSpace(ch))
       return std::unexpected(Unauthorized("the Authorization header must be 'Bearer <token>'", true));
   }
+  auto key = KeyOfToken(token);
+  if (!key) return std::unexpected(Unauthorized("the bearer token matches no API key", true));
+  return std::move(*key);
+}
 
+std::optional<ApiKey> Authenticator::KeyOfToken(std::string_view token) const {
   // Every key is compared, in constant time, whatever matched before it.
   const auto digest = Sha256(token);
   size_t found = 0;
@@ -128,8 +133,15 @@ std::expected<ApiKey, Problem> Authenticator::Authenticate(std::string_view auth
     found = (found & ~mask) | (i & mask);
     matched |= equal;
   }
-  if (!matched) return std::unexpected(Unauthorized("the bearer token matches no API key", true));
+  if (!matched) return std::nullopt;
   return keys_[found];
+}
+
+std::optional<ApiKey> Authenticator::KeyWithId(std::string_view id) const {
+  for (const auto& key : keys_) {
+    if (key.id == id) return key;
+  }
+  return std::nullopt;
 }
 
 }  // namespace execbox::api

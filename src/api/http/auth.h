@@ -4,6 +4,7 @@
 
 #include <array>
 #include <expected>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,10 @@ class Authenticator {
   // The key for an Authorization header value, else 401 with WWW-Authenticate: Bearer (plain
   // when no credentials were sent; error="invalid_token" when they are malformed or unknown).
   std::expected<ApiKey, Problem> Authenticate(std::string_view authorization) const;
+  // The key whose token this is (compared as above), for a front end with a header of its own.
+  std::optional<ApiKey> KeyOfToken(std::string_view token) const;
+  // The key with this id, while it is still configured (a key removed by a reload is gone).
+  std::optional<ApiKey> KeyWithId(std::string_view id) const;
 
  private:
   std::vector<ApiKey> keys_;

@@ -64,6 +64,7 @@ void HttpApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     if (path == "/livez") return Respond(*exchange, HttpResponse{.body = R"({"status":"ok"})"});
     return Ready(exchange);
   }
+  if (mounted_ != nullptr && mounted_->Claims(request)) return mounted_->Handle(std::move(request), exchange);
   // On the Unix socket a request without a token is its kernel-known user's; with one, the
   // token's key, as over TCP.
   auto key = request.local_peer && request.Header("authorization").empty()
@@ -179,7 +180,7 @@ void HttpApi::Spawn(std::function<void()> work) {
 }
 
 size_t HttpApi::in_flight() {
-  size_t mcp = mcp_ ? mcp_->InFlight() : 0;
+  size_t mcp = (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
   std::lock_guard lock(mu_);
   return threads_ + mcp;
 }
@@ -204,10 +205,14 @@ void HttpApi::Drain(std::chrono::milliseconds grace) {
   idle_.wait_until(lock, deadline, [this] { return threads_ == 0; });
   // MCP tool calls run on McpHttp's threads: the same grace, then cancelled.
   lock.unlock();
-  while (mcp_ && mcp_->InFlight() > 0 && std::chrono::steady_clock::now() < deadline) {
+  auto others_in_flight = [this] {
+    return (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
+  };
+  while (others_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   if (mcp_) mcp_->CancelAll();
+  if (mounted_ != nullptr) mounted_->CancelAll();
   lock.lock();
   for (Running* r : running_) r->cancel = true;
   // A cancelled execution ends within ~100 ms; a session restart or a file transfer may take a

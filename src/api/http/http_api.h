@@ -25,6 +25,18 @@
 
 namespace execbox::api {
 
+// A front end served on the same port with paths and authentication of its own (E2B's API,
+// api/e2b). It answers the requests it claims, before any bearer-token check; its executions
+// pass the same gate. Drain waits for what it has in flight and then cancels it, as for /mcp.
+class MountedApi {
+ public:
+  virtual ~MountedApi() = default;
+  virtual bool Claims(const HttpRequest& request) const = 0;
+  virtual void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) = 0;
+  virtual size_t InFlight() = 0;
+  virtual void CancelAll() = 0;
+};
+
 class HttpApi {
  public:
   // `metrics` is the gate's observer too (GateOptions::observer), so that executions over MCP
@@ -40,6 +52,10 @@ class HttpApi {
   // The keys from now on (SIGHUP: the config file read again). A request being answered keeps
   // the key it was authenticated with; a key that is gone is refused from its next request.
   void ReplaceKeys(std::vector<ApiKey> keys);
+  // The keys now (a mounted front end authenticates with them).
+  std::shared_ptr<const Authenticator> keys() const { return auth_.load(); }
+  // Serves `api`'s requests from now on; it must outlive this HttpApi's Drain. Before serving.
+  void Mount(MountedApi* api) { mounted_ = api; }
 
   // Graceful shutdown: refuse new executions (503) and wake queued ones with 503; wait up to
   // `grace` for running executions to finish, then cancel the rest (they answer with status
@@ -75,6 +91,7 @@ class HttpApi {
   std::atomic<std::shared_ptr<const Authenticator>> auth_;
   Metrics& metrics_;
   std::unique_ptr<McpHttp> mcp_;
+  MountedApi* mounted_ = nullptr;
   std::function<size_t()> connection_count_;
   std::atomic<bool> shutting_down_{false};
 
