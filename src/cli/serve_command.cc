@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "api/e2b/e2b_api.h"
 #include "api/http/auth.h"
 #include "api/http/config.h"
 #include "api/http/http_api.h"
@@ -23,6 +24,8 @@ namespace {
 const std::string kServeHelp =
     "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/openapi.json, /livez, /readyz,\n"
     "/metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket too.\n"
+    "E2B's API is served there as well (/sandboxes, and calls naming a sandbox in E2b-Sandbox-Id):\n"
+    "E2B's SDKs work with E2B_API_URL and E2B_SANDBOX_URL set to this server and E2B_API_KEY to a key.\n"
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
     "socket, where the kernel names the client: the server's user, root and its group's members.\n"
     "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
@@ -192,6 +195,7 @@ int RunServe(const ServeArgs& args) {
   options.pool.limits = config.limits.defaults;
   options.sessions.max_sessions = config.max_sessions;
   options.sessions.idle_ttl = config.session_idle_ttl;
+  options.sessions.max_lifetime = config.session_max_lifetime;
   options.sessions.instance = config.instance;
   options.sessions.state_dir = config.session_state_dir;
   // A state dir that cannot be used stops the server: sessions that silently end with it would
@@ -219,6 +223,10 @@ int RunServe(const ServeArgs& args) {
                                                                            .audit = audit.get(),
                                                                            .observer = &metrics});
   auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
+  // E2B's API on the same port (README, "Using the E2B SDK"), through the same gate; it is
+  // destroyed after the server stops and the API has drained.
+  auto e2b = std::make_unique<api::e2b::E2bApi>(*gate, *api);
+  api->Mount(e2b.get());
   api::HttpServerOptions http{.host = where->host,
                               .port = where->port,
                               .unix_path = config.unix_socket,
@@ -274,6 +282,8 @@ int RunServe(const ServeArgs& args) {
   if (auto* sessions = (*engine)->sessions(); sessions != nullptr && !config.session_state_dir.empty()) {
     std::cerr << "execbox serve: " << sessions->SaveAll() << " sessions saved" << std::endl;
   }
+  api->Mount(nullptr);
+  e2b.reset();  // its threads are done: drained with the API's
   api.reset();  // MCP sessions end, and the sessions they created close
   gate.reset();
   engine->reset();  // every child killed, every cgroup removed

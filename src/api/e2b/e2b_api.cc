@@ -1,0 +1,233 @@
+#include "api/e2b/e2b_api.h"
+
+#include <openssl/crypto.h>
+
+#include "api/e2b/e2b_sandbox.h"
+#include "api/e2b/e2b_wire.h"
+#include "api/http/auth.h"
+#include "api/http/http_target.h"
+#include "api/mcp/json_rpc.h"
+
+namespace execbox::api::e2b {
+namespace {
+
+constexpr std::chrono::milliseconds kMonitorPeriod{100};
+// The code interpreter's and envd's keep-alive: well inside any proxy's idle timeout.
+constexpr std::chrono::seconds kKeepAlive{5};
+
+bool IsControlPath(std::string_view path) {
+  for (std::string_view prefix : {std::string_view("/sandboxes"), std::string_view("/v2/sandboxes")}) {
+    if (path == prefix || (path.starts_with(prefix) && path[prefix.size()] == '/')) return true;
+  }
+  return false;
+}
+
+bool SameToken(std::string_view sent, const std::string& token) {
+  return !sent.empty() && sent.size() == token.size() &&
+         CRYPTO_memcmp(sent.data(), token.data(), token.size()) == 0;
+}
+
+}  // namespace
+
+void SendJson(Exchange& exchange, int status, const nlohmann::json& body) {
+  exchange.Respond(HttpResponse{.status = status, .body = Serialize(body)});
+}
+
+void SendError(Exchange& exchange, int status, const std::string& message) {
+  SendJson(exchange, status, {{"code", status}, {"message", message}});
+}
+
+int StatusOf(const engine::Refusal& refusal) { return ProblemOf(refusal).status; }
+
+void SendRefusal(Exchange& exchange, const engine::Refusal& refusal) {
+  Problem problem = ProblemOf(refusal);
+  HttpResponse response{
+      .status = problem.status,
+      .headers = problem.headers,
+      .body = Serialize({{"code", problem.status}, {"message", problem.detail}, {"type", problem.type}})};
+  exchange.Respond(std::move(response));
+}
+
+std::optional<nlohmann::json> JsonBody(const HttpRequest& request, Exchange& exchange) {
+  if (request.body.empty()) return nlohmann::json::object();
+  auto parsed = nlohmann::json::parse(request.body, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    SendError(exchange, 400, "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return parsed;
+}
+
+std::optional<std::string> QueryParam(std::string_view query, std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    std::string value(eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1));
+    for (char& c : value) {
+      if (c == '+') c = ' ';  // form encoding
+    }
+    return PercentDecode(value);
+  }
+  return std::nullopt;
+}
+
+E2bApi::E2bApi(engine::Gate& gate, HttpApi& http, E2bOptions options)
+    : gate_(gate), http_(http), options_(options) {
+  monitor_ = std::thread([this] { Monitor(); });
+}
+
+E2bApi::~E2bApi() {
+  CancelAll();
+  std::unique_lock lock(mu_);
+  stopping_ = true;
+  monitor_wake_.notify_all();
+  idle_.wait(lock, [this] { return threads_ == 0; });
+  lock.unlock();
+  monitor_.join();
+}
+
+bool E2bApi::Claims(const HttpRequest& request) const {
+  return IsControlPath(request.path) || !request.Header("e2b-sandbox-id").empty();
+}
+
+void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
+  if (!gate_.sessions_available()) {
+    return SendError(*exchange, 503,
+                     "E2B sandboxes are execbox sessions, which need the warm pool; "
+                     "this server runs without it (see `execbox doctor`)");
+  }
+  if (IsControlPath(request.path)) return ControlPlane(request, exchange);
+  auto authorized = Authorize(request, *exchange);
+  if (!authorized) return;
+  auto& [sandbox, key] = *authorized;
+  // E2b-Sandbox-Port says which of the sandbox's servers the SDK means; the paths differ anyway.
+  const std::string_view port = request.Header("e2b-sandbox-port");
+  const std::string& path = request.path;
+  const bool interpreter_path = path == "/execute" || path == "/contexts" || path.starts_with("/contexts/");
+  if (port == "49999" || (port.empty() && interpreter_path))
+    return Interpreter(request, exchange, sandbox, key);
+  if (port.empty() || port == "49983") return Envd(request, exchange, sandbox, key);
+  SendError(*exchange, 502,
+            "nothing listens on port " + std::string(port.substr(0, 10)) +
+                " of an execbox sandbox (its code interpreter is 49999, envd 49983; "
+                "servers started inside a sandbox are not reachable, it has no network)");
+}
+
+std::optional<ApiKey> E2bApi::Authenticate(const HttpRequest& request, Exchange& exchange) {
+  std::string_view token = request.Header("x-api-key");
+  if (token.empty()) {
+    std::string_view authorization = request.Header("authorization");
+    if (authorization.size() > 7 && authorization.substr(0, 7) == "Bearer ") token = authorization.substr(7);
+  }
+  if (token.empty()) {
+    SendError(exchange, 401, "missing X-API-KEY header: set E2B_API_KEY to an execbox API key");
+    return std::nullopt;
+  }
+  auto key = http_.keys()->KeyOfToken(token);
+  if (!key) {
+    SendError(exchange, 401, "the API key matches no key of this execbox server");
+    return std::nullopt;
+  }
+  return key;
+}
+
+std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::Authorize(
+    const HttpRequest& request, Exchange& exchange) {
+  const std::string id(request.Header("e2b-sandbox-id"));
+  auto sandbox = Find(id);
+  std::string_view token = request.Header("x-access-token");
+  if (token.empty()) token = request.Header("e2b-traffic-access-token");
+  // An unknown sandbox and a wrong token look the same, so ids cannot be probed. The health
+  // check reads 502 as "not running", as E2B's proxy answers for a sandbox that is gone.
+  if (!sandbox || !SameToken(token, sandbox->token)) {
+    const bool health = request.path == "/health";
+    SendError(exchange, health ? 502 : 404,
+              "no sandbox " + id.substr(0, 100) + " (killed, timed out, or never created)" +
+                  (sandbox && token.empty() ? "; the call carries no access token" : ""));
+    return std::nullopt;
+  }
+  auto key = http_.keys()->KeyWithId(sandbox->key_id);
+  if (!key) {
+    SendError(exchange, 401, "the API key that created this sandbox is no longer configured");
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(sandbox), std::move(*key));
+}
+
+std::shared_ptr<E2bApi::Sandbox> E2bApi::Find(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second;
+}
+
+void E2bApi::Forget(const std::string& id) {
+  std::lock_guard lock(mu_);
+  sandboxes_.erase(id);
+}
+
+runtime::PythonProgram E2bApi::ProgramFor(const Sandbox& sandbox, runtime::Mode mode, std::string code) {
+  runtime::PythonProgram program;
+  program.mode = mode;
+  program.code = std::move(code);
+  program.env = sandbox.env;      // set at creation, never written after
+  program.collect_files = false;  // the files stay in the sandbox, for files.read
+  return program;
+}
+
+engine::Refused<engine::Result> E2bApi::RunIn(const Sandbox& sandbox, const ApiKey& key,
+                                              runtime::PythonProgram program, const std::string& peer,
+                                              const engine::ExecuteOptions& options) {
+  engine::ExecutionRequest request{.program = std::move(program), .limits = {}, .session_id = sandbox.id};
+  auto outcome = gate_.Execute(CallerOf(key), std::move(request),
+                               {.transport = engine::Transport::kE2b, .peer = peer}, options);
+  if (!outcome && outcome.error().type == "session-not-found") Forget(sandbox.id);
+  return outcome;
+}
+
+void E2bApi::Spawn(std::function<void()> work) {
+  {
+    std::lock_guard lock(mu_);
+    ++threads_;
+  }
+  std::thread([this, work = std::move(work)] {
+    work();
+    std::lock_guard lock(mu_);
+    --threads_;
+    idle_.notify_all();
+  }).detach();
+}
+
+size_t E2bApi::InFlight() {
+  std::lock_guard lock(mu_);
+  return threads_;
+}
+
+void E2bApi::CancelAll() {
+  std::lock_guard lock(mu_);
+  for (Stream* s : streams_) s->cancel = true;
+}
+
+void E2bApi::Watch(Stream* stream, bool on) {
+  std::lock_guard lock(mu_);
+  if (on)
+    streams_.insert(stream);
+  else
+    streams_.erase(stream);
+}
+
+void E2bApi::Monitor() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    monitor_wake_.wait_for(lock, kMonitorPeriod);
+    for (Stream* s : streams_) {
+      if (s->exchange->ClientGone()) s->cancel = true;
+      if (s->tick) s->tick();
+      s->KeepAlive(kKeepAlive);
+    }
+  }
+}
+
+}  // namespace execbox::api::e2b

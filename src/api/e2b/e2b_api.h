@@ -1,0 +1,117 @@
+// E2B's API over execbox, served on the HTTP server's port (README, "Using the E2B SDK"), so
+// that E2B's own SDKs work unchanged with E2B_API_URL and E2B_SANDBOX_URL pointed here.
+//
+// A sandbox is an execbox session of the API key that created it (the key in X-API-KEY), its
+// timeout the session's lifetime. The SDKs send the sandbox's calls (code, files, commands)
+// with its id in E2b-Sandbox-Id and without the API key: they carry the access token this
+// server gave at creation, which names the sandbox and, through it, the key. Every call goes
+// through the engine's gate as that key (ownership, limits, admission, audit); a sandbox is
+// not found for any other key.
+//
+//   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill;
+//   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
+//     a Python namespace of the session, all sharing its work dir;
+//   envd (e2b_envd.cc): /health, /files, and over Connect-RPC (JSON) process.Process/Start and
+//     filesystem.Filesystem's ListDir, Stat, MakeDir, Remove and Move.
+// Anything else of E2B's API answers an error that names it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "api/http/http_api.h"
+#include "engine/gate.h"
+
+namespace execbox::api::e2b {
+
+struct E2bOptions {
+  // A sandbox created without a timeout lives this long, as on E2B.
+  std::chrono::seconds default_timeout{300};
+};
+
+class E2bApi final : public MountedApi {
+ public:
+  E2bApi(engine::Gate& gate, HttpApi& http, E2bOptions options = {});
+  ~E2bApi() override;  // cancels what runs and waits for it
+  E2bApi(const E2bApi&) = delete;
+  E2bApi& operator=(const E2bApi&) = delete;
+
+  // /sandboxes..., /v2/sandboxes..., and any request naming a sandbox in E2b-Sandbox-Id.
+  bool Claims(const HttpRequest& request) const override;
+  void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) override;
+  size_t InFlight() override;
+  void CancelAll() override;
+
+  struct Sandbox;  // e2b_sandbox.h
+  struct Stream;
+
+ private:
+  // The caller of a control-plane call (X-API-KEY, or Authorization: Bearer), or an answer sent.
+  std::optional<ApiKey> Authenticate(const HttpRequest& request, Exchange& exchange);
+  // The sandbox a sandbox-plane call names, and its key, when the call carries its token.
+  std::optional<std::pair<std::shared_ptr<Sandbox>, ApiKey>> Authorize(const HttpRequest& request,
+                                                                       Exchange& exchange);
+  std::shared_ptr<Sandbox> Find(const std::string& id);
+  void Forget(const std::string& id);
+
+  // e2b_control.cc
+  void ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchange);
+  void Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key);
+  void Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+               const std::string& id);
+  void List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key);
+  nlohmann::json Describe(Sandbox& sandbox, bool created);
+
+  // e2b_interpreter.cc
+  void Interpreter(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                   std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+  void Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+               const ApiKey& key);
+  void Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+                const ApiKey& key);
+
+  // e2b_envd.cc
+  void Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+            const ApiKey& key);
+  void Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+             const ApiKey& key);
+  void StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                    std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+  void FilesystemRpc(const std::string& method, HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                     std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+
+  // A program in the sandbox's session, through the gate as its key, on the calling thread.
+  engine::Refused<engine::Result> RunIn(const Sandbox& sandbox, const ApiKey& key,
+                                        runtime::PythonProgram program, const std::string& peer,
+                                        const engine::ExecuteOptions& options = {});
+  // A program for the sandbox's session: its environment and no file collection.
+  runtime::PythonProgram ProgramFor(const Sandbox& sandbox, runtime::Mode mode, std::string code);
+  // Runs `work` on its own thread, counted for InFlight and waited for at destruction.
+  void Spawn(std::function<void()> work);
+  // A stream in flight: its client watched (cancel when gone) and kept alive while silent.
+  void Watch(Stream* stream, bool on);
+  void Monitor();
+
+  engine::Gate& gate_;
+  HttpApi& http_;
+  E2bOptions options_;
+
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::condition_variable idle_;
+  size_t threads_ = 0;
+  std::set<Stream*> streams_;
+  bool stopping_ = false;
+  std::condition_variable monitor_wake_;
+  std::thread monitor_;
+};
+
+}  // namespace execbox::api::e2b

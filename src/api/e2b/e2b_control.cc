@@ -1,0 +1,306 @@
+// E2B's control plane (api.e2b.app's sandbox routes): a sandbox is created as a session of the
+// caller's key through the gate, its timeout becomes the session's lifetime (Gate::
+// SetSessionLifetime, which holds the maximum), and get, list, connect, timeout and kill read
+// or change that session, found only for that key.
+#include <thread>
+
+#include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_sandbox.h"
+#include "api/e2b/e2b_wire.h"
+#include "api/http/auth.h"
+#include "api/http/http_target.h"
+#include "api/mcp/json_rpc.h"
+
+namespace execbox::api::e2b {
+namespace {
+
+// The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base.
+bool KnownTemplate(const std::string& id) {
+  return id == "code-interpreter-v1" || id == "code-interpreter" || id == "base";
+}
+
+// The E2B features a sandbox here cannot have: a request that asks for one is refused, never
+// answered with a sandbox that silently lacks it. (allow_internet_access is not among them: the
+// SDKs send true unless told otherwise, so it says nothing of what the caller wants; a sandbox
+// here has no network, which its code learns at its first connection attempt.)
+std::optional<std::string> Unsupported(const nlohmann::json& body) {
+  if (body.contains("autoPause") && body["autoPause"] == true) return "autoPause: sandboxes cannot be paused";
+  for (const char* field : {"mcp", "network", "volumeMounts", "iam", "secure_token"}) {
+    if (!body.contains(field) || body[field].is_null()) continue;
+    if (body[field].is_object() && body[field].empty()) continue;
+    return std::string(field) + ": not available in execbox";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::chrono::seconds> TimeoutOf(const nlohmann::json& body, std::string& problem) {
+  if (!body.contains("timeout") || body["timeout"].is_null()) return std::nullopt;
+  if (!body["timeout"].is_number_integer() || body["timeout"].get<int64_t>() < 0) {
+    problem = "timeout must be a whole number of seconds";
+    return std::nullopt;
+  }
+  return std::chrono::seconds(body["timeout"].get<int64_t>());
+}
+
+std::optional<std::map<std::string, std::string>> StringMap(const nlohmann::json& body, const char* field,
+                                                            std::string& problem) {
+  std::map<std::string, std::string> out;
+  if (!body.contains(field) || body[field].is_null()) return out;
+  if (!body[field].is_object()) {
+    problem = std::string(field) + " must be an object of strings";
+    return std::nullopt;
+  }
+  for (const auto& [k, v] : body[field].items()) {
+    if (!v.is_string()) {
+      problem = std::string(field) + "." + k + " must be a string";
+      return std::nullopt;
+    }
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+// "a=1&b=2" as E2B's list sends metadata filters (each pair percent-encoded).
+std::map<std::string, std::string> MetadataFilter(const std::string& encoded) {
+  std::map<std::string, std::string> filter;
+  std::string_view rest = encoded;
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (eq == std::string_view::npos) continue;
+    auto key = PercentDecode(pair.substr(0, eq));
+    auto value = PercentDecode(pair.substr(eq + 1));
+    if (key && value) filter[*key] = *value;
+  }
+  return filter;
+}
+
+}  // namespace
+
+nlohmann::json E2bApi::Describe(Sandbox& s, bool created) {
+  nlohmann::json j = {{"sandboxID", s.id},
+                      {"templateID", s.template_id},
+                      {"clientID", "execbox"},
+                      {"envdVersion", kEnvdVersion}};
+  if (created) {
+    j["envdAccessToken"] = s.token;
+    j["trafficAccessToken"] = s.token;
+    j["domain"] = nullptr;
+    return j;
+  }
+  auto limits = gate_.engine().sessions()->CreatedWith(s.key_id, s.id);
+  std::lock_guard lock(s.mu);
+  j["startedAt"] = Rfc3339(s.started);
+  j["endAt"] = Rfc3339(s.end_at);
+  j["state"] = "running";
+  j["metadata"] = s.metadata;
+  // No CPU quota: the sandbox's processes may use every core of the host.
+  j["cpuCount"] = std::max(1u, std::thread::hardware_concurrency());
+  j["memoryMB"] = limits ? limits->memory_bytes >> 20 : 0;
+  j["diskSizeMB"] = limits ? limits->work_dir_bytes >> 20 : 0;
+  return j;
+}
+
+void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchange) {
+  auto key = Authenticate(request, *exchange);
+  if (!key) return;
+  std::string_view path = request.path;
+  if (path.starts_with("/v2")) path.remove_prefix(3);
+  path.remove_prefix(std::string_view("/sandboxes").size());
+  const std::string& method = request.method;
+  if (path.empty() || path == "/") {
+    if (method == "POST") return Create(request, exchange, *key);
+    if (method == "GET") return List(request, exchange, *key);
+    return SendError(*exchange, 405, method + " " + request.path + " is not part of E2B's API");
+  }
+  path.remove_prefix(1);
+  const size_t slash = path.find('/');
+  const std::string id(path.substr(0, slash));
+  const std::string action(slash == std::string_view::npos ? "" : path.substr(slash + 1));
+  auto sandbox = Find(id);
+  // Another key's sandbox does not exist for this one.
+  if (!sandbox || sandbox->key_id != key->id) {
+    return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
+  }
+  const engine::Caller caller = CallerOf(*key);
+  const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  if (action.empty() && method == "GET") {
+    return Spawn([this, exchange, sandbox, caller] {
+      if (!gate_.Session(caller, sandbox->id)) {
+        Forget(sandbox->id);
+        return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
+      }
+      SendJson(*exchange, 200, Describe(*sandbox, false));
+    });
+  }
+  if (action.empty() && method == "DELETE") {
+    return Spawn([this, exchange, sandbox, caller, origin] {
+      auto closed = gate_.CloseSession(caller, sandbox->id, origin);
+      Forget(sandbox->id);
+      if (!closed) return SendRefusal(*exchange, closed.error());
+      exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+    });
+  }
+  if (action == "timeout" && method == "POST") {
+    auto body = JsonBody(request, *exchange);
+    if (!body) return;
+    std::string problem;
+    auto timeout = TimeoutOf(*body, problem);
+    if (!timeout) return SendError(*exchange, 400, problem.empty() ? "timeout is required" : problem);
+    auto set = gate_.SetSessionLifetime(caller, sandbox->id, *timeout, origin);
+    if (!set) {
+      if (set.error().type == "session-not-found") Forget(sandbox->id);
+      return SendRefusal(*exchange, set.error());
+    }
+    {
+      std::lock_guard lock(sandbox->mu);
+      sandbox->end_at = std::chrono::system_clock::now() + *timeout;
+    }
+    return exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+  }
+  if ((action == "connect" || action == "resume") && method == "POST")
+    return Connect(request, exchange, *key, id);
+  SendError(*exchange, 501,
+            method + " /sandboxes/{id}" + (action.empty() ? "" : "/" + action.substr(0, 40)) +
+                " of E2B's API is not implemented by execbox (sandboxes here cannot be paused, "
+                "snapshotted, forked or metered through this API)");
+}
+
+void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
+  auto body = JsonBody(request, *exchange);
+  if (!body) return;
+  std::string problem;
+  auto sandbox = std::make_shared<Sandbox>();
+  sandbox->template_id = body->value("templateID", std::string("base"));
+  if (!(*body)["templateID"].is_null() && !(*body)["templateID"].is_string())
+    return SendError(*exchange, 400, "templateID must be a string");
+  if (!KnownTemplate(sandbox->template_id)) {
+    return SendError(*exchange, 400,
+                     "template '" + sandbox->template_id.substr(0, 100) +
+                         "' is not available: an execbox sandbox is its server's Debian Python with "
+                         "numpy, pandas and matplotlib (templates code-interpreter-v1 and base)");
+  }
+  if (auto unsupported = Unsupported(*body))
+    return SendError(*exchange, 400, "not supported: " + *unsupported);
+  auto env = StringMap(*body, "envVars", problem);
+  auto metadata = StringMap(*body, "metadata", problem);
+  auto timeout = TimeoutOf(*body, problem);
+  if (!env || !metadata || !problem.empty()) return SendError(*exchange, 400, problem);
+  sandbox->env = std::move(*env);
+  for (const auto& [k, v] : *metadata) sandbox->metadata[k] = v;
+  sandbox->key_id = key.id;
+  sandbox->token = GenerateToken();
+  const auto lifetime = timeout.value_or(options_.default_timeout);
+  const engine::Caller caller = CallerOf(key);
+  const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  // Making a session forks a child: never on the I/O thread.
+  Spawn([this, exchange, sandbox, caller, origin, lifetime] {
+    auto info = gate_.CreateSession(caller, {}, origin);
+    if (!info) return SendRefusal(*exchange, info.error());
+    sandbox->id = info->id;
+    sandbox->started = info->created;
+    if (auto set = gate_.SetSessionLifetime(caller, sandbox->id, lifetime, origin); !set) {
+      (void)gate_.CloseSession(caller, sandbox->id, origin);
+      return SendRefusal(*exchange, set.error());
+    }
+    {
+      std::lock_guard lock(sandbox->mu);
+      sandbox->end_at = std::chrono::system_clock::now() + lifetime;
+      sandbox->contexts[kDefaultContext] = Sandbox::Context{.id = kDefaultContext, .cwd = ""};
+    }
+    {
+      std::lock_guard lock(mu_);
+      sandboxes_[sandbox->id] = sandbox;
+    }
+    SendJson(*exchange, 201, Describe(*sandbox, true));
+  });
+}
+
+void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                     const std::string& id) {
+  auto body = JsonBody(request, *exchange);
+  if (!body) return;
+  std::string problem;
+  auto timeout = TimeoutOf(*body, problem);
+  if (!problem.empty()) return SendError(*exchange, 400, problem);
+  auto sandbox = Find(id);
+  if (!sandbox) return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
+  const engine::Caller caller = CallerOf(key);
+  const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  Spawn([this, exchange, sandbox, caller, origin, timeout] {
+    if (!gate_.Session(caller, sandbox->id)) {
+      Forget(sandbox->id);
+      return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
+    }
+    if (timeout) {
+      // Connecting extends a sandbox's life, never shortens it (as on E2B).
+      std::unique_lock lock(sandbox->mu);
+      const auto wanted = std::chrono::system_clock::now() + *timeout;
+      if (wanted > sandbox->end_at) {
+        lock.unlock();
+        if (auto set = gate_.SetSessionLifetime(caller, sandbox->id, *timeout, origin); !set)
+          return SendRefusal(*exchange, set.error());
+        lock.lock();
+        sandbox->end_at = wanted;
+      }
+    }
+    SendJson(*exchange, 200, Describe(*sandbox, true));
+  });
+}
+
+void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
+  const std::string state = QueryParam(request.query, "state").value_or("");
+  const auto filter = MetadataFilter(QueryParam(request.query, "metadata").value_or(""));
+  size_t limit = 100, offset = 0;
+  try {
+    if (auto l = QueryParam(request.query, "limit"); l && !l->empty()) limit = std::stoul(*l);
+    if (auto t = QueryParam(request.query, "nextToken"); t && !t->empty()) offset = std::stoul(*t);
+  } catch (const std::exception&) {
+    return SendError(*exchange, 400, "limit and nextToken must be whole numbers");
+  }
+  limit = std::clamp<size_t>(limit, 1, 1000);
+  // Every sandbox here runs; asking for paused ones only finds none.
+  const bool running_wanted = state.empty() || state.find("running") != std::string::npos;
+  const engine::Caller caller = CallerOf(key);
+  Spawn([this, exchange, caller, filter, limit, offset, running_wanted] {
+    std::set<std::string> live;
+    for (const auto& info : gate_.ListSessions(caller)) live.insert(info.id);
+    std::vector<std::shared_ptr<Sandbox>> mine;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = sandboxes_.begin(); it != sandboxes_.end();) {
+        if (it->second->key_id == caller.id && !live.contains(it->first)) {
+          it = sandboxes_.erase(it);  // its session ended
+          continue;
+        }
+        if (it->second->key_id == caller.id) mine.push_back(it->second);
+        ++it;
+      }
+    }
+    std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
+      return a->started != b->started ? a->started < b->started : a->id < b->id;
+    });
+    nlohmann::json list = nlohmann::json::array();
+    size_t matched = 0;
+    bool more = false;
+    for (const auto& s : mine) {
+      if (!running_wanted) break;
+      bool match = true;
+      for (const auto& [k, v] : filter) match = match && s->metadata.value(k, nlohmann::json()) == v;
+      if (!match) continue;
+      if (matched++ < offset) continue;
+      if (list.size() == limit) {
+        more = true;
+        break;
+      }
+      list.push_back(Describe(*s, false));
+    }
+    HttpResponse response{.status = 200, .body = Serialize(list)};
+    if (more) response.headers.emplace_back("x-next-token", std::to_string(offset + limit));
+    exchange->Respond(std::move(response));
+  });
+}
+
+}  // namespace execbox::api::e2b

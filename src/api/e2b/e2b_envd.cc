@@ -1,0 +1,344 @@
+// E2B's envd (port 49983), as much as the SDKs' common calls need: /health; /files, read and
+// written by the zygote beneath the work dir (never following what the code planted); and over
+// Connect-RPC with the JSON codec, process.Process/Start (a shell command run to its end inside
+// the sandbox, its output streamed) and filesystem.Filesystem's ListDir, Stat, MakeDir, Remove
+// and Move (each run inside the sandbox as its code would). Every other RPC answers
+// "unimplemented", naming itself.
+#include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_sandbox.h"
+#include "api/e2b/e2b_wire.h"
+#include "api/http/auth.h"
+#include "api/http/http_wire.h"
+#include "api/mcp/json_rpc.h"
+#include "base/base64.h"
+
+namespace execbox::api::e2b {
+namespace {
+
+// The largest file /files returns (the work dir itself is capped far lower by default).
+constexpr uint64_t kMaxReadBytes = 256ull << 20;
+
+constexpr std::string_view kProcessService = "/process.Process/";
+constexpr std::string_view kFilesystemService = "/filesystem.Filesystem/";
+
+void SendRpcError(Exchange& exchange, const RpcError& error) {
+  exchange.Respond(HttpResponse{.status = HttpStatusOf(error.code), .body = Serialize(RpcErrorJson(error))});
+}
+
+std::string RpcCodeOf(const engine::Refusal& refusal) {
+  switch (refusal.kind) {
+    case engine::RefusalKind::kBadRequest:
+      return "invalid_argument";
+    case engine::RefusalKind::kNotFound:
+      return "not_found";
+    case engine::RefusalKind::kConflict:
+      return "failed_precondition";
+    case engine::RefusalKind::kTooLarge:
+    case engine::RefusalKind::kUnprocessable:
+      return "out_of_range";
+    case engine::RefusalKind::kTooMany:
+      return "resource_exhausted";
+    case engine::RefusalKind::kUnavailable:
+      return "unavailable";
+    case engine::RefusalKind::kInternal:
+      break;
+  }
+  return "internal";
+}
+
+// An absolute path inside the sandbox, without a trailing slash ("/home/user" is the work dir).
+std::string AbsoluteInSandbox(std::string_view sent) {
+  std::string path = SandboxPath(sent);
+  if (path.empty() || path.front() != '/') path = std::string(kWorkDir) + (path.empty() ? "" : "/" + path);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
+// The agent's listdir entry as envd's EntryInfo (JSON mapping of the protobuf message).
+nlohmann::json EntryInfo(const nlohmann::json& e) {
+  static const std::map<std::string, std::string> types = {
+      {"file", "FILE_TYPE_FILE"}, {"dir", "FILE_TYPE_DIRECTORY"}, {"symlink", "FILE_TYPE_SYMLINK"}};
+  auto type = types.find(e.value("type", ""));
+  const double modified = e.value("modified", 0.0);
+  const auto seconds = static_cast<int64_t>(modified);
+  nlohmann::json j = {
+      {"name", e.value("name", "")},
+      {"type", type == types.end() ? "FILE_TYPE_UNSPECIFIED" : type->second},
+      {"path", e.value("path", "")},
+      {"size", std::to_string(e.value("size", static_cast<int64_t>(0)))},
+      {"mode", e.value("mode", 0)},
+      {"permissions", e.value("permissions", "")},
+      {"owner", e.value("owner", "")},
+      {"group", e.value("group", "")},
+      {"modifiedTime", Rfc3339(std::chrono::system_clock::time_point(std::chrono::seconds(seconds)))}};
+  if (e.contains("symlink_target") && e["symlink_target"].is_string())
+    j["symlinkTarget"] = e["symlink_target"];
+  return j;
+}
+
+// The application/json a sandbox operation answered with, or the error it ended in.
+std::expected<nlohmann::json, RpcError> Answer(const engine::Refused<engine::Result>& outcome) {
+  if (!outcome) return std::unexpected(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
+  const engine::Result& r = *outcome;
+  if (r.error) {
+    const std::string& name = r.error->ename;
+    const std::string code = name == "FileNotFoundError"            ? "not_found"
+                             : name == "NotADirectoryError"         ? "invalid_argument"
+                             : name == "PermissionError"            ? "permission_denied"
+                             : name == "FileExistsError"            ? "already_exists"
+                             : r.status == engine::Status::kTimeout ? "deadline_exceeded"
+                                                                    : "internal";
+    return std::unexpected(RpcError{code, r.error->evalue.empty() ? name : r.error->evalue});
+  }
+  if (!r.result || !(*r.result)["data"].contains("application/json"))
+    return std::unexpected(RpcError{"internal", "the sandbox gave no answer"});
+  return (*r.result)["data"]["application/json"];
+}
+
+}  // namespace
+
+void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+                  const ApiKey& key) {
+  const std::string& path = request.path;
+  if (path == "/health")
+    return exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+  if (path == "/files") return Files(request, exchange, std::move(sandbox), key);
+  if (path.starts_with(kProcessService)) {
+    const std::string method = path.substr(kProcessService.size());
+    if (method == "Start" && request.method == "POST")
+      return StartProcess(request, exchange, std::move(sandbox), key);
+    return SendRpcError(*exchange,
+                        {"unimplemented", "process.Process/" + method.substr(0, 40) +
+                                              " is not implemented by execbox: a command runs to its "
+                                              "end, without stdin, signals or reconnection"});
+  }
+  if (path.starts_with(kFilesystemService) && request.method == "POST")
+    return FilesystemRpc(path.substr(kFilesystemService.size()), request, exchange, std::move(sandbox), key);
+  SendError(*exchange, 404,
+            request.method + " " + path.substr(0, 100) + " is not part of envd's API in execbox");
+}
+
+void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                   std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
+  const engine::Caller caller = CallerOf(key);
+  const std::string sent = QueryParam(request.query, "path").value_or("");
+  if (request.method == "GET") {
+    auto path = WorkDirPath(sent);
+    if (!path) return SendError(*exchange, 400, path.error());
+    return Spawn([this, exchange, sandbox, caller, path = *path] {
+      auto content = gate_.ReadSessionFile(caller, sandbox->id, path, kMaxReadBytes);
+      if (!content) return SendRefusal(*exchange, content.error());
+      exchange->Respond(HttpResponse{
+          .status = 200, .content_type = "application/octet-stream", .body = std::move(*content)});
+    });
+  }
+  if (request.method != "POST") return SendError(*exchange, 405, "/files takes GET and POST");
+  if (!request.Header("content-encoding").empty())
+    return SendError(*exchange, 415, "compressed uploads are not supported; write without gzip");
+  std::vector<FormFile> files;
+  if (Essence(request.Header("content-type")) == "application/octet-stream") {
+    files.push_back({sent, std::move(request.body)});
+  } else {
+    auto parts = ParseMultipart(request.Header("content-type"), request.body);
+    if (!parts) return SendError(*exchange, 400, parts.error());
+    files = std::move(*parts);
+    // One path in the query names the file; without it each part's filename is its path.
+    if (!sent.empty()) {
+      for (auto& f : files) f.filename = sent;
+    }
+  }
+  std::vector<std::string> paths;
+  for (const auto& f : files) {
+    auto path = WorkDirPath(f.filename);
+    if (!path) return SendError(*exchange, 400, path.error());
+    paths.push_back(*path);
+  }
+  Spawn([this, exchange, sandbox, caller, files = std::move(files), paths] {
+    nlohmann::json written = nlohmann::json::array();
+    for (size_t i = 0; i < files.size(); ++i) {
+      auto done = gate_.WriteSessionFile(caller, sandbox->id, paths[i], files[i].content);
+      if (!done) return SendRefusal(*exchange, done.error());
+      const std::string& p = paths[i];
+      written.push_back({{"name", p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1)},
+                         {"type", "file"},
+                         {"path", std::string(kWorkDir) + "/" + p}});
+    }
+    SendJson(*exchange, 200, written);
+  });
+}
+
+void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                          std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
+  auto stream = std::make_shared<Stream>(exchange, "application/connect+json",
+                                         Envelope(0, R"({"event":{"keepalive":{}}})"));
+  auto finish = [stream](const std::optional<RpcError>& error) {
+    stream->Send(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
+    stream->exchange->EndStream();
+  };
+  auto message = FirstEnvelope(request.body);
+  nlohmann::json start = message ? nlohmann::json::parse(*message, nullptr, false) : nlohmann::json();
+  if (!message || !start.is_object() || !start["process"].is_object())
+    return finish(
+        RpcError{"invalid_argument", message ? "the request must be a StartRequest" : message.error()});
+  const nlohmann::json& process = start["process"];
+  if (start.contains("pty") && !start["pty"].is_null())
+    return finish(RpcError{"unimplemented", "a pseudo-terminal is not available in execbox"});
+  if (start.value("stdin", false))
+    return finish(RpcError{"unimplemented", "stdin for commands is not available in execbox"});
+  if (!process["cmd"].is_string())
+    return finish(RpcError{"invalid_argument", "process.cmd must be a string"});
+  std::vector<std::string> args;
+  for (const auto& a : process.value("args", nlohmann::json::array())) {
+    if (!a.is_string()) return finish(RpcError{"invalid_argument", "process.args must be strings"});
+    args.push_back(a.get<std::string>());
+  }
+  // The SDKs run `/bin/bash -l -c <cmd>`: the command line itself; anything else, quoted.
+  std::string line;
+  if (process["cmd"] == "/bin/bash" && args.size() == 3 && args[0] == "-l" && args[1] == "-c") {
+    line = args[2];
+  } else {
+    line = ShellQuote(process["cmd"].get<std::string>());
+    for (const auto& a : args) line += " " + ShellQuote(a);
+  }
+  auto program = ProgramFor(*sandbox, runtime::Mode::kCommand, line);
+  const nlohmann::json envs = process.value("envs", nlohmann::json::object());
+  for (const auto& [k, v] : envs.items()) {
+    if (!v.is_string()) return finish(RpcError{"invalid_argument", "process.envs must be strings"});
+    program.env[k] = v.get<std::string>();
+  }
+  if (process.contains("cwd") && process["cwd"].is_string())
+    program.cwd = AbsoluteInSandbox(process["cwd"].get<std::string>());
+  uint64_t handle = 0;
+  {
+    std::lock_guard lock(sandbox->mu);
+    handle = ++sandbox->commands;
+  }
+  engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
+  auto admitted = gate_.Admit(CallerOf(key), std::move(call),
+                              {.transport = engine::Transport::kE2b, .peer = request.peer});
+  if (!admitted) return finish(RpcError{RpcCodeOf(admitted.error()), admitted.error().detail});
+  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
+  Spawn([this, stream, work, handle, finish] {
+    auto event = [](nlohmann::json e) { return Envelope(0, Serialize({{"event", std::move(e)}})); };
+    engine::ExecuteOptions options{.cancel = &stream->cancel};
+    options.on_started = [stream, event, handle] { stream->Send(event({{"start", {{"pid", handle}}}})); };
+    options.on_output = [stream, event](jail::Stream which, std::string_view data) {
+      stream->Send(
+          event({{"data", {{which == jail::Stream::kStdout ? "stdout" : "stderr", Base64Encode(data)}}}}));
+    };
+    Watch(stream.get(), true);
+    auto outcome = gate_.Run(std::move(*work), options);
+    Watch(stream.get(), false);
+    if (!outcome) return finish(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
+    const engine::Result& r = *outcome;
+    nlohmann::json end;
+    if (r.status == engine::Status::kOk && r.result && (*r.result)["data"].contains("application/json")) {
+      const int code = (*r.result)["data"]["application/json"].value("exit_code", 0);
+      end = {{"exitCode", code}, {"exited", true}, {"status", "exit status " + std::to_string(code)}};
+    } else {
+      const int code = engine::ProcessExitCode(r);
+      const std::string why =
+          r.error ? r.error->ename + ": " + r.error->evalue : engine::StatusName(r.status);
+      end = {{"exitCode", code}, {"exited", false}, {"status", engine::StatusName(r.status)}, {"error", why}};
+      // What ended the command is said where a person reads it, too.
+      stream->Send(event({{"data", {{"stderr", Base64Encode("execbox: " + why + "\n")}}}}));
+    }
+    stream->Send(event({{"end", end}}));
+    finish(std::nullopt);
+  });
+}
+
+void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
+                           std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+                           const ApiKey& key) {
+  const bool known = method == "ListDir" || method == "Stat" || method == "MakeDir" || method == "Remove" ||
+                     method == "Move";
+  if (!known) {
+    return SendRpcError(*exchange,
+                        {"unimplemented", "filesystem.Filesystem/" + method.substr(0, 40) +
+                                              " is not implemented by execbox (no directory watching)"});
+  }
+  auto body = nlohmann::json::parse(request.body.empty() ? "{}" : request.body, nullptr, false);
+  if (!body.is_object())
+    return SendRpcError(*exchange, {"invalid_argument", "the request must be a JSON object"});
+  const std::string field = method == "Move" ? "source" : "path";
+  if (!body[field].is_string())
+    return SendRpcError(*exchange, {"invalid_argument", field + " must be a string"});
+  const std::string path = AbsoluteInSandbox(body[field].get<std::string>());
+  std::string destination;
+  if (method == "Move") {
+    if (!body["destination"].is_string())
+      return SendRpcError(*exchange, {"invalid_argument", "destination must be a string"});
+    destination = AbsoluteInSandbox(body["destination"].get<std::string>());
+  }
+  const uint32_t depth = body.contains("depth") && body["depth"].is_number_unsigned()
+                             ? std::clamp<uint32_t>(body["depth"].get<uint32_t>(), 1, 16)
+                             : 1;
+  Spawn([this, exchange, sandbox, key, method, path, destination, depth, peer = request.peer] {
+    // The entry at `p`, from a listing of its parent (what Stat and the changes answer with).
+    auto stat = [&](const std::string& p) -> std::expected<nlohmann::json, RpcError> {
+      if (p == "/") return nlohmann::json{{"name", "/"}, {"type", "FILE_TYPE_DIRECTORY"}, {"path", "/"}};
+      const size_t slash = p.rfind('/');
+      auto program = ProgramFor(*sandbox, runtime::Mode::kListDir, slash == 0 ? "/" : p.substr(0, slash));
+      auto listed = Answer(RunIn(*sandbox, key, std::move(program), peer));
+      if (!listed) return std::unexpected(listed.error());
+      for (const auto& e : listed->value("entries", nlohmann::json::array())) {
+        if (e.value("path", "") == p) return EntryInfo(e);
+      }
+      return std::unexpected(RpcError{"not_found", "no such file or directory: " + p});
+    };
+    auto command = [&](const std::string& line) -> std::optional<RpcError> {
+      auto done = RunIn(*sandbox, key, ProgramFor(*sandbox, runtime::Mode::kCommand, line), peer);
+      auto answer = Answer(done);
+      if (!answer) return answer.error();
+      const int code = answer->value("exit_code", 0);
+      if (code == 0) return std::nullopt;
+      if (code == 17) return RpcError{"already_exists", "already exists: " + path};
+      if (code == 2) return RpcError{"not_found", "no such file or directory: " + path};
+      return RpcError{"internal", done->stderr_text.text.empty() ? "exit status " + std::to_string(code)
+                                                                 : done->stderr_text.text.substr(0, 1000)};
+    };
+    const std::string q = ShellQuote(path);
+    std::expected<nlohmann::json, RpcError> reply;
+    if (method == "ListDir") {
+      auto program = ProgramFor(*sandbox, runtime::Mode::kListDir, path);
+      program.list_depth = depth;
+      auto listed = Answer(RunIn(*sandbox, key, std::move(program), peer));
+      if (!listed) {
+        reply = std::unexpected(listed.error());
+      } else {
+        nlohmann::json entries = nlohmann::json::array();
+        for (const auto& e : listed->value("entries", nlohmann::json::array()))
+          entries.push_back(EntryInfo(e));
+        reply = nlohmann::json{{"entries", entries}};
+      }
+    } else if (method == "Stat") {
+      auto entry = stat(path);
+      reply = entry ? std::expected<nlohmann::json, RpcError>(nlohmann::json{{"entry", *entry}})
+                    : std::unexpected(entry.error());
+    } else {
+      std::string line;
+      if (method == "MakeDir")
+        line = "if [ -e " + q + " ] || [ -L " + q + " ]; then exit 17; fi; mkdir -p -- " + q;
+      if (method == "Remove")
+        line = "if [ ! -e " + q + " ] && [ ! -L " + q + " ]; then exit 2; fi; rm -rf -- " + q;
+      if (method == "Move") {
+        line = "if [ ! -e " + q + " ] && [ ! -L " + q + " ]; then exit 2; fi; mv -f -- " + q + " " +
+               ShellQuote(destination);
+      }
+      if (auto failed = command(line)) {
+        reply = std::unexpected(*failed);
+      } else if (method == "Remove") {
+        reply = nlohmann::json::object();
+      } else {
+        auto entry = stat(method == "Move" ? destination : path);
+        reply = entry ? std::expected<nlohmann::json, RpcError>(nlohmann::json{{"entry", *entry}})
+                      : std::unexpected(entry.error());
+      }
+    }
+    if (!reply) return SendRpcError(*exchange, reply.error());
+    SendJson(*exchange, 200, *reply);
+  });
+}
+
+}  // namespace execbox::api::e2b

@@ -1,0 +1,251 @@
+// E2B's code interpreter (port 49999): /execute streams an execution as NDJSON lines, and
+// /contexts makes, lists, restarts and removes the sandbox's contexts — each a Python namespace
+// of its session, all sharing the session's process and work dir. Each execution is the gate's
+// (admitted on the I/O thread, run on a thread of its own) like any other.
+#include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_sandbox.h"
+#include "api/e2b/e2b_wire.h"
+#include "api/http/auth.h"
+#include "api/http/http_wire.h"
+#include "api/mcp/json_rpc.h"
+#include "base/random.h"
+
+namespace execbox::api::e2b {
+namespace {
+
+// Namespaces in one session, each holding what its code keeps: enough for any notebook-shaped
+// use, and a bound on what one sandbox's table holds.
+constexpr size_t kMaxContexts = 64;
+
+bool IsPython(const nlohmann::json& language) {
+  if (language.is_null()) return true;
+  if (!language.is_string()) return false;
+  const std::string name = language.get<std::string>();
+  return name == "python" || name == "python3" || name.empty();
+}
+
+std::string LanguageProblem(const nlohmann::json& language) {
+  return "language " + (language.is_string() ? "'" + language.get<std::string>().substr(0, 40) + "'" : "") +
+         " is not available: execbox sandboxes run Python only";
+}
+
+// Output as E2B's kernel gives it: a message per whole line (Python writes print()'s text and
+// its newline apart), a line still open sent after kLinger without its end (a prompt, a
+// progress bar), and whatever remains at the end. Called from the output thread and the
+// monitor; what one stream has open is sent before the other stream's next text, so the order
+// of the two stays as written.
+class LineBuffer {
+ public:
+  static constexpr std::chrono::milliseconds kLinger{200};
+  explicit LineBuffer(E2bApi::Stream& stream) : stream_(stream) {}
+  void Add(int which, std::string_view data) {
+    std::lock_guard lock(mu_);
+    std::string text = WholeUtf8(carry_[which], data);
+    if (text.empty()) return;
+    SendOpen(1 - which);
+    if (open_[which].empty()) since_[which] = std::chrono::steady_clock::now();
+    open_[which] += text;
+    const size_t cut = open_[which].rfind('\n');
+    if (cut == std::string::npos) return;
+    Send(which, open_[which].substr(0, cut + 1));
+    open_[which].erase(0, cut + 1);
+    since_[which] = std::chrono::steady_clock::now();
+  }
+  void SendStale() {
+    std::lock_guard lock(mu_);
+    for (int i = 0; i < 2; ++i) {
+      if (!open_[i].empty() && std::chrono::steady_clock::now() - since_[i] > kLinger) SendOpen(i);
+    }
+  }
+  void SendAll() {
+    std::lock_guard lock(mu_);
+    for (int i = 0; i < 2; ++i) {
+      open_[i] += carry_[i];
+      carry_[i].clear();
+      SendOpen(i);
+    }
+  }
+
+ private:
+  void SendOpen(int which) {
+    if (open_[which].empty()) return;
+    Send(which, open_[which]);
+    open_[which].clear();
+  }
+  void Send(int which, std::string text) { stream_.Send(Line(StreamMessage(which == 1, std::move(text)))); }
+
+  E2bApi::Stream& stream_;
+  std::mutex mu_;
+  std::string carry_[2], open_[2];
+  std::chrono::steady_clock::time_point since_[2];
+};
+
+}  // namespace
+
+void E2bApi::Interpreter(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                         std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
+  if (request.path == "/execute") {
+    if (request.method != "POST") return SendError(*exchange, 405, "/execute takes POST");
+    return Execute(request, exchange, std::move(sandbox), key);
+  }
+  if (request.path == "/contexts" || request.path.starts_with("/contexts/"))
+    return Contexts(request, exchange, std::move(sandbox), key);
+  SendError(*exchange, 404,
+            request.method + " " + request.path.substr(0, 100) + " is not part of E2B's code interpreter");
+}
+
+void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                     std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
+  auto body = JsonBody(request, *exchange);
+  if (!body) return;
+  if (!(*body)["code"].is_string()) return SendError(*exchange, 400, "code must be a string");
+  const nlohmann::json context_field = body->value("context_id", nlohmann::json());
+  const nlohmann::json env_field = body->value("env_vars", nlohmann::json());
+  if (!context_field.is_null() && !context_field.is_string())
+    return SendError(*exchange, 400, "context_id must be a string");
+  if (!env_field.is_null() && !env_field.is_object())
+    return SendError(*exchange, 400, "env_vars must be an object of strings");
+  auto program = ProgramFor(*sandbox, runtime::Mode::kRun, (*body)["code"].get<std::string>());
+  if (env_field.is_object()) {
+    for (const auto& [k, v] : env_field.items()) {
+      if (!v.is_string()) return SendError(*exchange, 400, "env_vars." + k + " must be a string");
+      program.env[k] = v.get<std::string>();
+    }
+  }
+  const std::string context = context_field.is_string() ? context_field.get<std::string>() : kDefaultContext;
+  {
+    std::lock_guard lock(sandbox->mu);
+    auto it = sandbox->contexts.find(context);
+    if (it == sandbox->contexts.end())
+      return SendError(*exchange, 404, "context " + context.substr(0, 100) + " not found");
+    program.context = NamespaceOf(context);
+    program.cwd = it->second.cwd;
+  }
+  auto stream = std::make_shared<Stream>(exchange, "application/x-ndjson", Line({{"type", "keepalive"}}));
+  auto end_with_error = [stream](const std::string& name, const std::string& value) {
+    stream->Send(
+        Line({{"type", "error"}, {"name", name}, {"value", value}, {"traceback", name + ": " + value}}));
+    stream->Send(Line({{"type", "end_of_execution"}}));
+    stream->exchange->EndStream();
+  };
+  // Not Python: an error the SDK shows (a bare 400 would reach the caller without its reason).
+  if (!IsPython(body->value("language", nlohmann::json())))
+    return end_with_error("UnsupportedLanguage", LanguageProblem((*body)["language"]));
+
+  engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
+  auto admitted = gate_.Admit(CallerOf(key), std::move(call),
+                              {.transport = engine::Transport::kE2b, .peer = request.peer});
+  if (!admitted) {
+    if (admitted.error().type == "session-not-found") {
+      Forget(sandbox->id);
+      return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
+    }
+    return end_with_error("Refused", admitted.error().detail);
+  }
+  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
+  Spawn([this, stream, sandbox, work, context, end_with_error] {
+    auto lines = std::make_shared<LineBuffer>(*stream);
+    engine::ExecuteOptions options{.cancel = &stream->cancel};
+    // The answer starts once the execution has its slot, as E2B's does at once: the SDK's
+    // timeoutMs counts from there.
+    options.on_started = [stream] { stream->Start(); };
+    options.on_output = [lines](jail::Stream which, std::string_view data) {
+      lines->Add(which == jail::Stream::kStdout ? 0 : 1, data);
+    };
+    stream->tick = [lines] { lines->SendStale(); };
+    Watch(stream.get(), true);
+    auto outcome = gate_.Run(std::move(*work), options);
+    Watch(stream.get(), false);
+    if (!outcome) {
+      if (outcome.error().type == "session-not-found") {
+        Forget(sandbox->id);
+        if (!stream->started())
+          return SendError(*stream->exchange, 404, "sandbox " + sandbox->id + " not found");
+      }
+      return end_with_error("Refused", outcome.error().detail);
+    }
+    lines->SendAll();
+    const engine::Result& r = *outcome;
+    uint64_t count = 0;
+    {
+      std::lock_guard lock(sandbox->mu);
+      if (r.session && !r.session->preserved) {
+        // The session's process ended (a limit, a crash): every context starts empty again.
+        for (auto& [id, c] : sandbox->contexts) c.executions = 0;
+      }
+      auto it = sandbox->contexts.find(context);
+      if (it != sandbox->contexts.end()) count = ++it->second.executions;
+    }
+    if (r.session && !r.session->preserved) {
+      stream->Send(Line(
+          StreamMessage(true, "execbox: this sandbox's Python state was lost (" + r.session->lost_reason +
+                                  "); every context starts empty, files in the work dir remain\n")));
+    }
+    for (const auto& line : EndOfExecution(r, count)) stream->Send(Line(line));
+    stream->exchange->EndStream();
+  });
+}
+
+void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                      std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
+  const std::string& method = request.method;
+  auto describe = [](const Sandbox::Context& c) {
+    return nlohmann::json{{"id", c.id}, {"language", "python"}, {"cwd", c.cwd.empty() ? kWorkDir : c.cwd}};
+  };
+  if (request.path == "/contexts") {
+    if (method == "GET") {
+      nlohmann::json list = nlohmann::json::array();
+      std::lock_guard lock(sandbox->mu);
+      for (const auto& [id, c] : sandbox->contexts) list.push_back(describe(c));
+      return SendJson(*exchange, 200, list);
+    }
+    if (method != "POST") return SendError(*exchange, 405, "/contexts takes GET and POST");
+    auto body = JsonBody(request, *exchange);
+    if (!body) return;
+    if (!IsPython(body->value("language", nlohmann::json())))
+      return SendError(*exchange, 400, LanguageProblem((*body)["language"]));
+    const nlohmann::json cwd = body->value("cwd", nlohmann::json());
+    if (!cwd.is_null() && !cwd.is_string()) return SendError(*exchange, 400, "cwd must be a string");
+    auto id = RandomHex(8);
+    if (!id) return SendError(*exchange, 500, "no randomness for a context id");
+    Sandbox::Context context{.id = *id, .cwd = cwd.is_string() ? SandboxPath(cwd.get<std::string>()) : ""};
+    if (context.cwd == kWorkDir) context.cwd.clear();
+    std::lock_guard lock(sandbox->mu);
+    if (sandbox->contexts.size() >= kMaxContexts)
+      return SendError(*exchange, 400,
+                       "a sandbox holds at most " + std::to_string(kMaxContexts) + " contexts");
+    sandbox->contexts[context.id] = context;
+    return SendJson(*exchange, 200, describe(context));
+  }
+  std::string_view rest = std::string_view(request.path).substr(std::string_view("/contexts/").size());
+  const bool restart = rest.ends_with("/restart");
+  if (restart) rest.remove_suffix(std::string_view("/restart").size());
+  const std::string id(rest);
+  if ((restart && method != "POST") || (!restart && method != "DELETE"))
+    return SendError(*exchange, 405, "a context is removed with DELETE and restarted with POST .../restart");
+  {
+    std::lock_guard lock(sandbox->mu);
+    if (!sandbox->contexts.contains(id))
+      return SendError(*exchange, 404, "context " + id.substr(0, 100) + " not found");
+  }
+  if (!restart && id == kDefaultContext)
+    return SendError(*exchange, 400, "the default context cannot be removed; restart it to empty it");
+  // The namespace is dropped inside the session, after whatever runs there now.
+  Spawn([this, exchange, sandbox, key, id, restart, peer = request.peer] {
+    auto program = ProgramFor(*sandbox, runtime::Mode::kDropContext, "");
+    program.context = NamespaceOf(id);
+    auto dropped = RunIn(*sandbox, key, std::move(program), peer);
+    if (!dropped) return SendRefusal(*exchange, dropped.error());
+    {
+      std::lock_guard lock(sandbox->mu);
+      if (restart) {
+        if (auto it = sandbox->contexts.find(id); it != sandbox->contexts.end()) it->second.executions = 0;
+      } else {
+        sandbox->contexts.erase(id);
+      }
+    }
+    exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+  });
+}
+
+}  // namespace execbox::api::e2b

@@ -1,0 +1,244 @@
+#include "api/e2b/e2b_wire.h"
+
+#include <ctime>
+#include <map>
+
+namespace execbox::api::e2b {
+namespace {
+
+// E2B's names for the MIME types its Result has fields for; any other type keeps its own name.
+const std::map<std::string, std::string>& FieldNames() {
+  static const std::map<std::string, std::string> names = {
+      {"text/plain", "text"},        {"text/html", "html"},
+      {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
+      {"image/png", "png"},          {"image/jpeg", "jpeg"},
+      {"application/pdf", "pdf"},    {"text/latex", "latex"},
+      {"application/json", "json"},  {"application/javascript", "javascript"},
+  };
+  return names;
+}
+
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// A parameter of a header value such as `form-data; name="file"; filename="a.txt"`.
+std::optional<std::string> Parameter(std::string_view header, std::string_view name) {
+  size_t at = 0;
+  while ((at = header.find(';', at)) != std::string_view::npos) {
+    std::string_view rest = Trim(header.substr(at + 1));
+    at += 1;
+    if (!rest.starts_with(name) || rest.size() <= name.size() || rest[name.size()] != '=') continue;
+    rest.remove_prefix(name.size() + 1);
+    if (!rest.empty() && rest.front() == '"') {
+      std::string value;
+      for (size_t i = 1; i < rest.size(); ++i) {
+        if (rest[i] == '\\' && i + 1 < rest.size()) {
+          value += rest[++i];
+        } else if (rest[i] == '"') {
+          return value;
+        } else {
+          value += rest[i];
+        }
+      }
+      return std::nullopt;  // unterminated
+    }
+    return std::string(Trim(rest.substr(0, rest.find(';'))));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Line(const nlohmann::json& message) { return Dump(message) + "\n"; }
+
+nlohmann::json StreamMessage(bool stderr_stream, std::string text) {
+  return {{"type", stderr_stream ? "stderr" : "stdout"},
+          {"text", std::move(text)},
+          {"timestamp", Rfc3339(std::chrono::system_clock::now())}};
+}
+
+nlohmann::json ResultMessage(const engine::MimeBundle& bundle, bool main_result) {
+  nlohmann::json message = {{"type", "result"}};
+  const auto& names = FieldNames();
+  if (bundle.is_object() && bundle.contains("data") && bundle["data"].is_object()) {
+    for (const auto& [mime, value] : bundle["data"].items()) {
+      auto it = names.find(mime);
+      message[it == names.end() ? mime : it->second] = value;
+    }
+  }
+  message["is_main_result"] = main_result;
+  return message;
+}
+
+std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count) {
+  std::vector<nlohmann::json> lines;
+  for (const auto& item : result.display) lines.push_back(ResultMessage(item, false));
+  if (result.result) lines.push_back(ResultMessage(*result.result, true));
+  if (result.error) {
+    std::string traceback;
+    for (const auto& line : result.error->traceback) {
+      if (!traceback.empty() && traceback.back() != '\n') traceback += '\n';
+      traceback += line;
+    }
+    if (traceback.empty()) traceback = result.error->ename + ": " + result.error->evalue;
+    lines.push_back({{"type", "error"},
+                     {"name", result.error->ename},
+                     {"value", result.error->evalue},
+                     {"traceback", traceback}});
+  }
+  lines.push_back({{"type", "number_of_executions"}, {"execution_count", execution_count}});
+  lines.push_back({{"type", "end_of_execution"}});
+  return lines;
+}
+
+std::string Envelope(uint8_t flags, std::string_view message) {
+  std::string out;
+  out.reserve(5 + message.size());
+  out += static_cast<char>(flags);
+  const auto n = static_cast<uint32_t>(message.size());
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((n >> shift) & 0xff);
+  out.append(message);
+  return out;
+}
+
+std::expected<std::string, std::string> FirstEnvelope(std::string_view body) {
+  if (body.size() < 5) return std::unexpected("the request is not a Connect envelope (too short)");
+  if ((static_cast<uint8_t>(body[0]) & 0x01) != 0)
+    return std::unexpected("compressed Connect messages are not supported");
+  uint32_t n = 0;
+  for (int i = 1; i <= 4; ++i) n = (n << 8) | static_cast<uint8_t>(body[i]);
+  if (body.size() - 5 < n) return std::unexpected("the Connect envelope is cut short");
+  return std::string(body.substr(5, n));
+}
+
+int HttpStatusOf(const std::string& code) {
+  static const std::map<std::string, int> statuses = {
+      {"canceled", 499},
+      {"unknown", 500},
+      {"invalid_argument", 400},
+      {"deadline_exceeded", 504},
+      {"not_found", 404},
+      {"already_exists", 409},
+      {"permission_denied", 403},
+      {"resource_exhausted", 429},
+      {"failed_precondition", 400},
+      {"aborted", 409},
+      {"out_of_range", 400},
+      {"unimplemented", 501},
+      {"internal", 500},
+      {"unavailable", 503},
+      {"data_loss", 500},
+      {"unauthenticated", 401},
+  };
+  auto it = statuses.find(code);
+  return it == statuses.end() ? 500 : it->second;
+}
+
+nlohmann::json RpcErrorJson(const RpcError& error) {
+  return {{"code", error.code}, {"message", error.message}};
+}
+
+std::expected<std::vector<FormFile>, std::string> ParseMultipart(std::string_view content_type,
+                                                                 std::string_view body) {
+  if (!Trim(content_type.substr(0, content_type.find(';'))).starts_with("multipart/form-data"))
+    return std::unexpected("the upload must be multipart/form-data or application/octet-stream");
+  auto boundary = Parameter(content_type, "boundary");
+  if (!boundary || boundary->empty() || boundary->size() > 200)
+    return std::unexpected("the multipart Content-Type has no usable boundary");
+  const std::string delimiter = "--" + *boundary;
+  std::vector<FormFile> files;
+  size_t at = body.find(delimiter);
+  if (at == std::string_view::npos) return std::unexpected("the multipart body has no part");
+  while (true) {
+    at += delimiter.size();
+    if (body.substr(at, 2) == "--") break;  // the closing delimiter
+    if (body.substr(at, 2) != "\r\n") return std::unexpected("a multipart delimiter is not followed by CRLF");
+    at += 2;
+    const size_t headers_end = body.find("\r\n\r\n", at);
+    if (headers_end == std::string_view::npos)
+      return std::unexpected("a multipart part has no end of headers");
+    std::string_view headers = body.substr(at, headers_end - at);
+    const size_t content_start = headers_end + 4;
+    const size_t next = body.find("\r\n" + delimiter, content_start);
+    if (next == std::string_view::npos) return std::unexpected("the multipart body is cut short");
+    std::optional<std::string> filename;
+    size_t line_start = 0;
+    while (line_start <= headers.size()) {
+      size_t line_end = headers.find("\r\n", line_start);
+      if (line_end == std::string_view::npos) line_end = headers.size();
+      std::string_view line = headers.substr(line_start, line_end - line_start);
+      const size_t colon = line.find(':');
+      if (colon != std::string_view::npos) {
+        std::string name(Trim(line.substr(0, colon)));
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (name == "content-disposition") filename = Parameter(line.substr(colon + 1), "filename");
+      }
+      line_start = line_end + 2;
+    }
+    if (filename) files.push_back({*filename, std::string(body.substr(content_start, next - content_start))});
+    at = next + 2;
+  }
+  if (files.empty()) return std::unexpected("the multipart body has no file part");
+  return files;
+}
+
+std::expected<std::string, std::string> WorkDirPath(std::string_view path) {
+  std::string_view rest = path;
+  auto strip = [&](std::string_view prefix) {
+    if (rest == prefix) {
+      rest = {};
+      return true;
+    }
+    if (rest.starts_with(prefix) && rest.size() > prefix.size() && rest[prefix.size()] == '/') {
+      rest.remove_prefix(prefix.size() + 1);
+      return true;
+    }
+    return false;
+  };
+  if (!strip("~") && !strip(kE2bHome) && !strip(kWorkDir) && rest.starts_with('/')) {
+    return std::unexpected("'" + std::string(path.substr(0, 200)) + "' is outside the sandbox's home (" +
+                           kE2bHome + ", which is " + kWorkDir +
+                           " in execbox); files elsewhere are reachable only from code or commands");
+  }
+  while (rest.starts_with('/')) rest.remove_prefix(1);
+  if (rest.empty())
+    return std::unexpected("'" + std::string(path.substr(0, 200)) + "' is a directory, not a file");
+  return std::string(rest);
+}
+
+std::string SandboxPath(std::string_view path) {
+  if (path == "~" || path == kE2bHome) return kWorkDir;
+  for (std::string_view home : {std::string_view("~/"), std::string_view("/home/user/")}) {
+    if (path.starts_with(home)) return std::string(kWorkDir) + "/" + std::string(path.substr(home.size()));
+  }
+  return std::string(path);
+}
+
+std::string ShellQuote(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace execbox::api::e2b

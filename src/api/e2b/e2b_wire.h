@@ -1,0 +1,75 @@
+// E2B's wire formats, without I/O: the code interpreter's NDJSON lines, Connect's envelopes
+// (the envd RPCs with the JSON codec), multipart uploads, and how a path the SDK sends maps
+// into an execbox sandbox. Everything here is a pure function, so it is tested alone
+// (tests/unit/e2b_wire_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <expected>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/result.h"
+
+namespace execbox::api::e2b {
+
+// The version of E2B's in-sandbox daemon (envd) this server answers as. The SDKs switch on it:
+// >= 0.4.0 sends no default user, >= 0.5.7 may upload as application/octet-stream, and file
+// metadata (>= 0.6.2) is refused by the SDK itself, which this server does not keep.
+inline constexpr const char* kEnvdVersion = "0.5.7";
+// Where the SDKs expect the user's files; in execbox the sandbox's work dir is /work, and paths
+// under either name mean the same files.
+inline constexpr const char* kE2bHome = "/home/user";
+inline constexpr const char* kWorkDir = "/work";
+
+// One NDJSON line (with its '\n') of /execute's stream.
+std::string Line(const nlohmann::json& message);
+// {"type": "stdout"|"stderr", "text", "timestamp"}.
+nlohmann::json StreamMessage(bool stderr_stream, std::string text);
+// A Jupyter MIME bundle ({"data": {...}}) as E2B's result: text, html, markdown, svg, png,
+// jpeg, pdf, latex, json, javascript, and any other MIME type under its own name.
+nlohmann::json ResultMessage(const engine::MimeBundle& bundle, bool main_result);
+// The lines that end an execution, after its live output: display outputs and figures, the
+// last expression's value, the error (one that the limits caused too), the execution count,
+// and end_of_execution.
+std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count);
+
+// Connect's envelope: a flags byte, a 4-byte big-endian length, the message.
+inline constexpr uint8_t kEndStream = 0x02;
+std::string Envelope(uint8_t flags, std::string_view message);
+// The first message of an enveloped request body, or why it is not one.
+std::expected<std::string, std::string> FirstEnvelope(std::string_view body);
+// Connect's error codes and the HTTP status each has for a unary call.
+struct RpcError {
+  std::string code;  // "invalid_argument", "not_found", "unimplemented", ...
+  std::string message;
+};
+int HttpStatusOf(const std::string& code);
+nlohmann::json RpcErrorJson(const RpcError& error);
+
+// One part of a multipart/form-data body.
+struct FormFile {
+  std::string filename;  // the part's filename (E2B puts the destination path there)
+  std::string content;
+};
+// The file parts of a multipart/form-data body, given the request's Content-Type.
+std::expected<std::vector<FormFile>, std::string> ParseMultipart(std::string_view content_type,
+                                                                 std::string_view body);
+
+// A path the SDK sent, for a file the host reads or writes in the work dir: relative to the
+// sandbox's home, or absolute under /home/user or /work. The path relative to the work dir, or
+// why not (a path elsewhere in the sandbox, which only code inside it can reach).
+std::expected<std::string, std::string> WorkDirPath(std::string_view path);
+// A path the SDK sent, as code inside the sandbox sees it: /home/user/... becomes /work/..., a
+// relative path stays relative (to the work dir), "~" is the home.
+std::string SandboxPath(std::string_view path);
+// Quoted for a POSIX shell ('...' with each ' as '\'').
+std::string ShellQuote(std::string_view text);
+
+// RFC 3339, UTC, to the second.
+std::string Rfc3339(std::chrono::system_clock::time_point t);
+
+}  // namespace execbox::api::e2b

@@ -1,0 +1,249 @@
+// E2B's own JavaScript SDKs against `execbox serve`, unchanged: only E2B_API_URL,
+// E2B_SANDBOX_URL and E2B_API_KEY point them here (run.sh sets them). Each check prints
+// "ok - name" or "not ok - name: why"; the last line is "N passed, N failed".
+//   node sdk_test.mjs LABEL OTHER_KEY [PLAIN_KEY]
+// OTHER_KEY is a second key of the server's (its sandboxes and the first key's never meet);
+// PLAIN_KEY, a key not shaped e2b_<hex>, is tried with SDKs that do not insist on the shape.
+import { Sandbox } from '@e2b/code-interpreter'
+
+const [label, otherKey, plainKey] = process.argv.slice(2)
+let passed = 0
+let failed = 0
+
+function assert(condition, message) {
+  if (!condition) throw new Error(message)
+}
+
+async function check(name, fn) {
+  try {
+    await fn()
+    passed++
+    console.log(`ok - ${label}: ${name}`)
+  } catch (e) {
+    failed++
+    console.log(`not ok - ${label}: ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`)
+  }
+}
+
+async function throws(fn, pattern, what) {
+  let error
+  try {
+    await fn()
+  } catch (e) {
+    error = e
+  }
+  assert(error, `${what}: no error was thrown`)
+  const text = `${error.name}: ${error.message}`
+  assert(pattern.test(text), `${what}: the error does not match ${pattern}: ${text}`)
+  return error
+}
+
+const sbx = await Sandbox.create({ timeoutMs: 300_000, metadata: { suite: 'e2b', label } })
+
+await check('create gives a sandbox id', async () => {
+  assert(typeof sbx.sandboxId === 'string' && sbx.sandboxId.length > 0, `id ${sbx.sandboxId}`)
+})
+
+await check("runCode('print(1)')", async () => {
+  const e = await sbx.runCode('print(1)')
+  assert(JSON.stringify(e.logs.stdout) === JSON.stringify(['1\n']), `stdout ${JSON.stringify(e.logs)}`)
+  assert(!e.error, `error ${JSON.stringify(e.error)}`)
+})
+
+await check('the last expression is the main result, and state persists', async () => {
+  const first = await sbx.runCode('x = 41\nx + 1')
+  assert(first.text === '42', `text ${first.text}`)
+  assert(first.results.length === 1 && first.results[0].isMainResult, JSON.stringify(first.results))
+  const second = await sbx.runCode('x')
+  assert(second.text === '41', `text ${second.text}`)
+  assert(second.executionCount >= 2, `executionCount ${second.executionCount}`)
+})
+
+await check('output streams to the callbacks', async () => {
+  const out = []
+  const err = []
+  await sbx.runCode('import sys\nprint("to out")\nprint("to err", file=sys.stderr)', {
+    onStdout: (m) => out.push(m.line),
+    onStderr: (m) => err.push(m.line),
+  })
+  assert(out.join('') === 'to out\n', `stdout ${JSON.stringify(out)}`)
+  assert(err.join('') === 'to err\n', `stderr ${JSON.stringify(err)}`)
+})
+
+await check("a DataFrame's html", async () => {
+  const e = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': [3, 4]})")
+  const main = e.results.find((r) => r.isMainResult)
+  assert(main && main.html && main.html.includes('<table'), JSON.stringify(e.results).slice(0, 300))
+  assert(main.text.includes('a') && main.text.includes('b'), `text ${main.text}`)
+})
+
+await check('a matplotlib figure comes as png', async () => {
+  const e = await sbx.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [3, 1, 2])\nplt.show()')
+  const figure = e.results.find((r) => r.png)
+  assert(figure, `no png among ${JSON.stringify(e.results.map((r) => r.formats()))}`)
+  const bytes = Buffer.from(figure.png, 'base64')
+  assert(bytes.subarray(1, 4).toString() === 'PNG', 'not a PNG')
+  assert(!figure.isMainResult, 'a figure is not the main result')
+})
+
+await check('an error has name, value and traceback', async () => {
+  const e = await sbx.runCode('def f():\n    return 1 / 0\nf()')
+  assert(e.error, 'no error')
+  assert(e.error.name === 'ZeroDivisionError', `name ${e.error.name}`)
+  assert(e.error.value === 'division by zero', `value ${e.error.value}`)
+  assert(typeof e.error.traceback === 'string' && e.error.traceback.includes('return 1 / 0'),
+    `traceback ${e.error.traceback}`)
+})
+
+await check('env_vars apply to that execution only', async () => {
+  const withEnv = await sbx.runCode("import os\nprint(os.environ['E2B_TEST_VAR'])", { envs: { E2B_TEST_VAR: 'yes' } })
+  assert(withEnv.logs.stdout.join('') === 'yes\n', JSON.stringify(withEnv.logs))
+  const without = await sbx.runCode("import os\nprint(os.environ.get('E2B_TEST_VAR'))")
+  assert(without.logs.stdout.join('') === 'None\n', JSON.stringify(without.logs))
+})
+
+await check('another language is refused, saying why', async () => {
+  const e = await sbx.runCode('console.log(1)', { language: 'js' })
+  assert(e.error && /Python only/.test(e.error.value), JSON.stringify(e.error))
+})
+
+await check('two contexts: separate globals, shared files', async () => {
+  const ctx = await sbx.createCodeContext()
+  assert(ctx.id && ctx.language === 'python', JSON.stringify(ctx))
+  await sbx.runCode("y = 'in ctx'\nopen('shared.txt', 'w').write('from ctx')", { context: ctx })
+  const inCtx = await sbx.runCode('y', { context: ctx })
+  assert(inCtx.text === "'in ctx'", `text ${inCtx.text}`)
+  const inDefault = await sbx.runCode('y')
+  assert(inDefault.error && inDefault.error.name === 'NameError', JSON.stringify(inDefault.error))
+  const shared = await sbx.runCode("open('shared.txt').read()")
+  assert(shared.text === "'from ctx'", `text ${shared.text}`)
+  const contexts = await sbx.listCodeContexts()
+  assert(contexts.some((c) => c.id === ctx.id), JSON.stringify(contexts))
+  await sbx.restartCodeContext(ctx)
+  const restarted = await sbx.runCode('y', { context: ctx })
+  assert(restarted.error && restarted.error.name === 'NameError', JSON.stringify(restarted.error))
+  const x = await sbx.runCode('x')
+  assert(x.text === '41', `the default context kept x: ${x.text}`)
+  await sbx.removeCodeContext(ctx)
+  await throws(() => sbx.runCode('1', { context: ctx }), /not found/i, 'a removed context')
+})
+
+await check('files: write, read, list, and code sees them', async () => {
+  await sbx.files.write('/home/user/data.csv', 'a,b\n1,2\n')
+  const e = await sbx.runCode("import pandas as pd\nint(pd.read_csv('data.csv')['b'][0])")
+  assert(e.text === '2', `text ${e.text} ${JSON.stringify(e.error)}`)
+  await sbx.runCode("open('made.txt', 'w').write('made by code')")
+  assert((await sbx.files.read('made.txt')) === 'made by code', 'read back')
+  assert((await sbx.files.read('/home/user/data.csv')) === 'a,b\n1,2\n', 'read written')
+  const entries = await sbx.files.list('/home/user')
+  const csv = entries.find((f) => f.name === 'data.csv')
+  assert(csv && csv.type === 'file' && Number(csv.size) === 8, JSON.stringify(entries).slice(0, 400))
+  assert(await sbx.files.exists('data.csv'), 'exists')
+  assert(!(await sbx.files.exists('missing.csv')), 'a missing file exists')
+  await sbx.files.makeDir('/home/user/sub')
+  await sbx.files.write('sub/inner.txt', 'inner')
+  await sbx.files.rename('sub/inner.txt', 'sub/moved.txt')
+  assert((await sbx.files.read('sub/moved.txt')) === 'inner', 'moved')
+  await sbx.files.remove('sub')
+  assert(!(await sbx.files.exists('sub')), 'removed')
+  await throws(() => sbx.files.read('nope.txt'), /not found|no such/i, 'reading a missing file')
+  await throws(() => sbx.files.read('/etc/passwd'), /outside the sandbox's home/, 'a file outside the home')
+})
+
+await check('hostile paths reach nothing outside the work dir', async () => {
+  await throws(() => sbx.files.write('../escape.txt', 'x'), /\.\.|invalid|path/i, 'writing ../escape.txt')
+  await throws(() => sbx.files.read('/home/user/../../etc/passwd'), /\.\.|invalid|path/i, 'reading through ..')
+  // A link the code planted is not followed by the host.
+  await sbx.runCode("import os\nos.symlink('/etc/passwd', 'link')")
+  await throws(() => sbx.files.read('link'), /not found|symbolic|link/i, 'reading a planted link')
+  await sbx.files.write('link', 'replaced')  // replaces the link, never writes through it
+  assert((await sbx.runCode("open('/etc/passwd').read().startswith('root')")).text === 'True', '/etc/passwd intact')
+  assert((await sbx.runCode("os.path.islink('link')")).text === 'False', 'the link was replaced')
+})
+
+await check("commands.run('ls -la')", async () => {
+  const streamed = []
+  const r = await sbx.commands.run('ls -la', { onStdout: (d) => streamed.push(d) })
+  assert(r.exitCode === 0, `exit ${r.exitCode}`)
+  assert(r.stdout.includes('data.csv'), `stdout ${r.stdout}`)
+  assert(streamed.join('').includes('data.csv'), 'streamed')
+})
+
+await check('a failing command: exit code and stderr', async () => {
+  const e = await throws(() => sbx.commands.run('echo out; echo err >&2; exit 3'), /exit/i, 'exit 3')
+  assert(e.exitCode === 3, `exitCode ${e.exitCode}`)
+  assert(e.stderr === 'err\n' && e.stdout === 'out\n', `${JSON.stringify(e.stdout)} ${JSON.stringify(e.stderr)}`)
+})
+
+await check('a command sees the sandbox env, its own envs and cwd', async () => {
+  const r = await sbx.commands.run('echo "$E2B_CMD_VAR" && pwd', { envs: { E2B_CMD_VAR: 'v1' }, cwd: '/tmp' })
+  assert(r.stdout === 'v1\n/tmp\n', JSON.stringify(r.stdout))
+})
+
+await check('getInfo and list', async () => {
+  const info = await sbx.getInfo()
+  assert(info.sandboxId === sbx.sandboxId && info.metadata.suite === 'e2b', JSON.stringify(info))
+  const listed = await Sandbox.list({ query: { metadata: { label } } }).nextItems()
+  assert(listed.some((s) => s.sandboxId === sbx.sandboxId), JSON.stringify(listed))
+  const none = await Sandbox.list({ query: { metadata: { label: 'no-such-label' } } }).nextItems()
+  assert(none.length === 0, JSON.stringify(none))
+})
+
+await check('setTimeout, and one above the maximum is refused', async () => {
+  await sbx.setTimeout(240_000)
+  await throws(() => sbx.setTimeout(400 * 24 * 3600 * 1000), /at most/, 'a timeout of 400 days')
+})
+
+await check('a limit above the maximum at creation is refused', async () => {
+  await throws(() => Sandbox.create({ timeoutMs: 400 * 24 * 3600 * 1000 }), /at most/, 'a 400-day sandbox')
+})
+
+await check('a template execbox does not have is refused, not ignored', async () => {
+  await throws(() => Sandbox.create('my-own-template'), /not available/, 'a custom template')
+})
+
+await check('an unknown sandbox is not found', async () => {
+  await throws(() => Sandbox.connect('no-such-sandbox'), /not found/i, 'connect')
+})
+
+await check("another key's sandbox does not exist for it", async () => {
+  await throws(() => Sandbox.connect(sbx.sandboxId, { apiKey: otherKey }), /not found/i, 'connect')
+  assert((await Sandbox.kill(sbx.sandboxId, { apiKey: otherKey })) === false, 'killed by the other key')
+  // The sandbox's calls without its access token reach nothing either.
+  const res = await fetch(`${process.env.E2B_SANDBOX_URL}/execute`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49999' },
+    body: JSON.stringify({ code: 'print(1)' }),
+  })
+  assert(res.status === 404, `status ${res.status}`)
+  assert((await sbx.runCode('x')).text === '41', 'the sandbox is intact')
+})
+
+await check('connect gives the same sandbox', async () => {
+  const again = await Sandbox.connect(sbx.sandboxId)
+  assert((await again.runCode('x')).text === '41', 'state through a connected handle')
+})
+
+if (plainKey) {
+  await check('a key not shaped e2b_<hex> works too', async () => {
+    const other = await Sandbox.create({ apiKey: plainKey })
+    assert((await other.runCode('6 * 7')).text === '42', 'ran')
+    await other.kill()
+  })
+}
+
+await check('a client-side timeout stops the execution; the sandbox serves on', async () => {
+  await throws(() => sbx.runCode('import time\ntime.sleep(60)', { timeoutMs: 1500 }), /timed out|timeout/i, 'a sleep')
+  const after = await sbx.runCode('print("after")')
+  assert(after.logs.stdout.join('') === 'after\n', JSON.stringify(after.logs))
+})
+
+await check('kill ends the sandbox', async () => {
+  await sbx.kill()
+  assert((await sbx.isRunning()) === false, 'still running')
+  await throws(() => sbx.runCode('1'), /not found|timeout|killed/i, 'code after kill')
+  assert((await Sandbox.kill(sbx.sandboxId)) === false, 'killed twice')
+})
+
+console.log(`${passed} passed, ${failed} failed`)
+process.exit(failed === 0 ? 0 : 1)

@@ -1,0 +1,106 @@
+// E2B's wire formats (api/e2b/e2b_wire.h): result lines, Connect envelopes, multipart uploads and
+// the paths an SDK sends, including the hostile ones.
+#include "api/e2b/e2b_wire.h"
+
+#include <gtest/gtest.h>
+
+namespace execbox::api::e2b {
+namespace {
+
+TEST(E2bWire, ResultMessageNamesTheMimeTypesAsE2bDoes) {
+  nlohmann::json bundle = {{"data",
+                            {{"text/plain", "42"},
+                             {"text/html", "<b>42</b>"},
+                             {"image/png", "iVBOR"},
+                             {"application/json", {{"a", 1}}},
+                             {"application/vnd.custom", "x"}}},
+                           {"metadata", nlohmann::json::object()}};
+  auto m = ResultMessage(bundle, true);
+  EXPECT_EQ(m["type"], "result");
+  EXPECT_EQ(m["text"], "42");
+  EXPECT_EQ(m["html"], "<b>42</b>");
+  EXPECT_EQ(m["png"], "iVBOR");
+  EXPECT_EQ(m["json"]["a"], 1);
+  EXPECT_EQ(m["application/vnd.custom"], "x");  // the SDK puts it in `extra`
+  EXPECT_EQ(m["is_main_result"], true);
+}
+
+TEST(E2bWire, EndOfExecutionOrdersDisplayResultErrorCountEnd) {
+  engine::Result r;
+  r.display.push_back({{"data", {{"image/png", "p"}}}});
+  r.result = nlohmann::json{{"data", {{"text/plain", "1"}}}};
+  r.error = engine::ErrorInfo{
+      .ename = "ValueError", .evalue = "bad", .traceback = {"Traceback:", "ValueError: bad"}};
+  auto lines = EndOfExecution(r, 7);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0]["is_main_result"], false);
+  EXPECT_EQ(lines[1]["is_main_result"], true);
+  EXPECT_EQ(lines[2]["type"], "error");
+  EXPECT_EQ(lines[2]["name"], "ValueError");
+  EXPECT_EQ(lines[2]["traceback"], "Traceback:\nValueError: bad");
+  EXPECT_EQ(lines[3]["execution_count"], 7);
+  EXPECT_EQ(lines[4]["type"], "end_of_execution");
+  // One line each, never a blank one: the SDK parses every line as JSON.
+  std::string text = Line(StreamMessage(false, "a\nb\n"));
+  EXPECT_EQ(text.find('\n'), text.size() - 1);
+}
+
+TEST(E2bWire, EnvelopesRoundTripAndRefuseWhatIsNotOne) {
+  std::string e = Envelope(0, R"({"a":1})");
+  ASSERT_EQ(e.size(), 5u + 7u);
+  EXPECT_EQ(e[4], 7);
+  EXPECT_EQ(FirstEnvelope(e).value(), R"({"a":1})");
+  EXPECT_FALSE(FirstEnvelope("").has_value());
+  EXPECT_FALSE(FirstEnvelope(e.substr(0, 8)).has_value());  // cut short
+  std::string huge = Envelope(0, "x");
+  huge[1] = '\x7f';  // claims 2 GB
+  EXPECT_FALSE(FirstEnvelope(huge).has_value());
+  std::string compressed = e;
+  compressed[0] = 1;
+  EXPECT_FALSE(FirstEnvelope(compressed).has_value());
+  EXPECT_EQ(Envelope(kEndStream, "{}")[0], 2);
+  EXPECT_EQ(HttpStatusOf("not_found"), 404);
+  EXPECT_EQ(HttpStatusOf("unimplemented"), 501);
+  EXPECT_EQ(HttpStatusOf("no-such-code"), 500);
+}
+
+TEST(E2bWire, MultipartFilesAndMalformedBodies) {
+  const std::string type = "multipart/form-data; boundary=----X1";
+  std::string body =
+      "------X1\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/home/user/a.csv\"\r\n"
+      "Content-Type: application/octet-stream\r\n\r\na,b\r\n1,2\r\n"
+      "------X1\r\nContent-Disposition: form-data; name=\"file\"; filename=\"b.bin\"\r\n\r\n";
+  body += std::string("\x00\x01", 2);
+  body += "\r\n------X1--\r\n";
+  auto files = ParseMultipart(type, body);
+  ASSERT_TRUE(files.has_value()) << files.error();
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[0].filename, "/home/user/a.csv");
+  EXPECT_EQ((*files)[0].content, "a,b\r\n1,2");  // the part's own CRLFs are kept
+  EXPECT_EQ((*files)[1].filename, "b.bin");
+  EXPECT_EQ((*files)[1].content, std::string("\x00\x01", 2));
+  EXPECT_FALSE(ParseMultipart("application/json", body).has_value());
+  EXPECT_FALSE(ParseMultipart("multipart/form-data", body).has_value());  // no boundary
+  EXPECT_FALSE(ParseMultipart(type, body.substr(0, body.size() / 2)).has_value());
+  EXPECT_FALSE(ParseMultipart(type, "garbage").has_value());
+  EXPECT_FALSE(ParseMultipart(type, "------X1--\r\n").has_value());  // no file part
+}
+
+TEST(E2bWire, PathsMapOntoTheWorkDirOnly) {
+  EXPECT_EQ(WorkDirPath("/home/user/a.csv").value(), "a.csv");
+  EXPECT_EQ(WorkDirPath("/work/sub/a.csv").value(), "sub/a.csv");
+  EXPECT_EQ(WorkDirPath("a.csv").value(), "a.csv");
+  EXPECT_EQ(WorkDirPath("~/a.csv").value(), "a.csv");
+  EXPECT_FALSE(WorkDirPath("/etc/passwd").has_value());
+  EXPECT_FALSE(WorkDirPath("/home/username/x").has_value());  // not under /home/user
+  EXPECT_FALSE(WorkDirPath("/home/user").has_value());        // a directory
+  // ".." is passed on as it is: the session's file calls refuse it (Sessions::WriteFile).
+  EXPECT_EQ(WorkDirPath("/home/user/../x").value(), "../x");
+  EXPECT_EQ(SandboxPath("/home/user/x"), "/work/x");
+  EXPECT_EQ(SandboxPath("~"), "/work");
+  EXPECT_EQ(SandboxPath("/tmp"), "/tmp");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+}  // namespace
+}  // namespace execbox::api::e2b
