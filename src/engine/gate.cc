@@ -320,6 +320,13 @@ Refused<SessionInfo> Gate::Session(const Caller& caller, const std::string& id) 
   return std::move(*info);
 }
 
+Refused<jail::Limits> Gate::SessionLimits(const Caller& caller, const std::string& id) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto limits = engine_.sessions()->CreatedWith(caller.id, id);
+  if (!limits) return std::unexpected(FromSession(limits.error(), id));
+  return *limits;
+}
+
 std::vector<SessionInfo> Gate::ListSessions(const Caller& caller) {
   if (engine_.sessions() == nullptr) return {};
   return engine_.sessions()->List(caller.id);

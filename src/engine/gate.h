@@ -110,6 +110,9 @@ class Gate {
   Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin,
                                      bool checkpoint = false);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
+  // The limits the caller's session was created with, at once (never waiting for a running
+  // execution, as Session does): whether it still exists, for a front end that must not block.
+  Refused<jail::Limits> SessionLimits(const Caller& caller, const std::string& id);
   std::vector<SessionInfo> ListSessions(const Caller& caller);
   Refused<void> CloseSession(const Caller& caller, const std::string& id, const Origin& origin);
   // A new session of the caller's holding a copy of this one's state (Sessions::Fork), and the

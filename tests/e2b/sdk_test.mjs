@@ -219,6 +219,19 @@ await check("another key's sandbox does not exist for it", async () => {
   assert((await sbx.runCode('x')).text === '41', 'the sandbox is intact')
 })
 
+if (typeof sbx.fork === 'function') {
+  await check('fork copies the state and the files, and the two go separate ways', async () => {
+    const [copy] = await sbx.fork({ timeoutMs: 120_000 })
+    assert(!(copy instanceof Error), `fork failed: ${copy}`)
+    assert(copy.sandboxId !== sbx.sandboxId, 'a new id')
+    assert((await copy.runCode('x')).text === '41', 'x in the copy')
+    assert((await copy.files.read('data.csv')) === 'a,b\n1,2\n', 'a file in the copy')
+    await copy.runCode('x = 0')
+    assert((await sbx.runCode('x')).text === '41', 'the original kept x')
+    await copy.kill()
+  })
+}
+
 await check('connect gives the same sandbox', async () => {
   const again = await Sandbox.connect(sbx.sandboxId)
   assert((await again.runCode('x')).text === '41', 'state through a connected handle')
@@ -236,6 +249,19 @@ await check('a client-side timeout stops the execution; the sandbox serves on', 
   await throws(() => sbx.runCode('import time\ntime.sleep(60)', { timeoutMs: 1500 }), /timed out|timeout/i, 'a sleep')
   const after = await sbx.runCode('print("after")')
   assert(after.logs.stdout.join('') === 'after\n', JSON.stringify(after.logs))
+})
+
+await check('a sandbox ends at its timeout', async () => {
+  const short = await Sandbox.create({ timeoutMs: 1000 })
+  assert((await short.runCode('1 + 1')).text === '2', 'ran')
+  // The sessions' sweep looks every few seconds.
+  let running = true
+  for (let i = 0; i < 60 && running; i++) {
+    await new Promise((r) => setTimeout(r, 500))
+    running = await short.isRunning()
+  }
+  assert(!running, 'still running 30 s after a 1 s timeout')
+  await throws(() => short.runCode('1'), /NotFound|no sandbox|ended/, 'code after the timeout')
 })
 
 await check('kill ends the sandbox', async () => {

@@ -154,6 +154,13 @@ std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::Autho
     SendError(exchange, 401, "the API key that created this sandbox is no longer configured");
     return std::nullopt;
   }
+  // Its session may have ended since (its timeout, a kill through /v1): then so has it.
+  if (!gate_.SessionLimits(CallerOf(*key), sandbox->id)) {
+    Forget(sandbox->id);
+    SendError(exchange, request.path == "/health" ? 502 : 404,
+              "sandbox " + id.substr(0, 100) + " has ended (its timeout passed, or it was killed)");
+    return std::nullopt;
+  }
   return std::make_pair(std::move(sandbox), std::move(*key));
 }
 

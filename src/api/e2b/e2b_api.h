@@ -68,7 +68,14 @@ class E2bApi final : public MountedApi {
   void Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
                const std::string& id);
   void List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key);
+  void Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+            std::shared_ptr<Sandbox> parent);
   nlohmann::json Describe(Sandbox& sandbox, bool created);
+  // A sandbox for a session just made (created or forked): its lifetime set (refused above the
+  // maximum: then the session is closed again), its default context, published.
+  engine::Refused<void> Publish(std::shared_ptr<Sandbox> sandbox, const engine::SessionInfo& session,
+                                const engine::Caller& caller, const engine::Origin& origin,
+                                std::chrono::seconds lifetime);
 
   // e2b_interpreter.cc
   void Interpreter(HttpRequest& request, std::shared_ptr<Exchange>& exchange,

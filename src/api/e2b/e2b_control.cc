@@ -14,6 +14,9 @@
 namespace execbox::api::e2b {
 namespace {
 
+// Copies made by one fork call: each is a session of the key's, counted by max_sessions anyway.
+constexpr int64_t kMaxForks = 8;
+
 // The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base.
 bool KnownTemplate(const std::string& id) {
   return id == "code-interpreter-v1" || id == "code-interpreter" || id == "base";
@@ -90,7 +93,7 @@ nlohmann::json E2bApi::Describe(Sandbox& s, bool created) {
     j["domain"] = nullptr;
     return j;
   }
-  auto limits = gate_.engine().sessions()->CreatedWith(s.key_id, s.id);
+  auto limits = gate_.SessionLimits(engine::Caller{.id = s.key_id}, s.id);
   std::lock_guard lock(s.mu);
   j["startedAt"] = Rfc3339(s.started);
   j["endAt"] = Rfc3339(s.end_at);
@@ -128,7 +131,7 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   if (action.empty() && method == "GET") {
     return Spawn([this, exchange, sandbox, caller] {
-      if (!gate_.Session(caller, sandbox->id)) {
+      if (!gate_.SessionLimits(caller, sandbox->id)) {
         Forget(sandbox->id);
         return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
       }
@@ -162,10 +165,11 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
   }
   if ((action == "connect" || action == "resume") && method == "POST")
     return Connect(request, exchange, *key, id);
+  if (action == "fork" && method == "POST") return Fork(request, exchange, *key, sandbox);
   SendError(*exchange, 501,
             method + " /sandboxes/{id}" + (action.empty() ? "" : "/" + action.substr(0, 40)) +
                 " of E2B's API is not implemented by execbox (sandboxes here cannot be paused, "
-                "snapshotted, forked or metered through this API)");
+                "snapshotted or metered through this API)");
 }
 
 void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
@@ -199,22 +203,78 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   Spawn([this, exchange, sandbox, caller, origin, lifetime] {
     auto info = gate_.CreateSession(caller, {}, origin);
     if (!info) return SendRefusal(*exchange, info.error());
-    sandbox->id = info->id;
-    sandbox->started = info->created;
-    if (auto set = gate_.SetSessionLifetime(caller, sandbox->id, lifetime, origin); !set) {
-      (void)gate_.CloseSession(caller, sandbox->id, origin);
-      return SendRefusal(*exchange, set.error());
-    }
-    {
-      std::lock_guard lock(sandbox->mu);
-      sandbox->end_at = std::chrono::system_clock::now() + lifetime;
-      sandbox->contexts[kDefaultContext] = Sandbox::Context{.id = kDefaultContext, .cwd = ""};
-    }
-    {
-      std::lock_guard lock(mu_);
-      sandboxes_[sandbox->id] = sandbox;
-    }
+    if (auto published = Publish(sandbox, *info, caller, origin, lifetime); !published)
+      return SendRefusal(*exchange, published.error());
     SendJson(*exchange, 201, Describe(*sandbox, true));
+  });
+}
+
+engine::Refused<void> E2bApi::Publish(std::shared_ptr<Sandbox> sandbox, const engine::SessionInfo& session,
+                                      const engine::Caller& caller, const engine::Origin& origin,
+                                      std::chrono::seconds lifetime) {
+  sandbox->id = session.id;
+  sandbox->started = session.created;
+  if (auto set = gate_.SetSessionLifetime(caller, sandbox->id, lifetime, origin); !set) {
+    (void)gate_.CloseSession(caller, sandbox->id, origin);
+    return std::unexpected(set.error());
+  }
+  {
+    std::lock_guard lock(sandbox->mu);
+    sandbox->end_at = std::chrono::system_clock::now() + lifetime;
+    sandbox->contexts[kDefaultContext] = Sandbox::Context{.id = kDefaultContext, .cwd = ""};
+  }
+  std::lock_guard lock(mu_);
+  sandboxes_[sandbox->id] = sandbox;
+  return {};
+}
+
+void E2bApi::Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                  std::shared_ptr<Sandbox> parent) {
+  auto body = JsonBody(request, *exchange);
+  if (!body) return;
+  std::string problem;
+  auto timeout = TimeoutOf(*body, problem);
+  const nlohmann::json count_field = body->value("count", nlohmann::json(1));
+  if (!problem.empty()) return SendError(*exchange, 400, problem);
+  if (!count_field.is_number_integer() || count_field.get<int64_t>() < 1 ||
+      count_field.get<int64_t>() > kMaxForks)
+    return SendError(*exchange, 400, "count must be 1 to " + std::to_string(kMaxForks));
+  const auto count = count_field.get<int64_t>();
+  const auto lifetime = timeout.value_or(options_.default_timeout);
+  const engine::Caller caller = CallerOf(key);
+  const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  // Each fork is the session's state copied (Sessions::Fork: the default context's globals and
+  // the work dir, made inside the sandbox), each answered on its own as E2B does.
+  Spawn([this, exchange, parent, caller, origin, lifetime, count] {
+    nlohmann::json results = nlohmann::json::array();
+    for (int64_t i = 0; i < count; ++i) {
+      auto forked = gate_.ForkSession(caller, parent->id, origin);
+      if (!forked && forked.error().type == "session-not-found") {
+        Forget(parent->id);
+        return SendError(*exchange, 404, "sandbox " + parent->id + " not found (it ended)");
+      }
+      auto child = std::make_shared<Sandbox>();
+      child->key_id = parent->key_id;
+      child->token = GenerateToken();
+      child->template_id = parent->template_id;
+      child->metadata = parent->metadata;
+      child->env = parent->env;
+      engine::Refused<void> published =
+          forked ? Publish(child, forked->info, caller, origin, lifetime) : std::unexpected(forked.error());
+      if (!published) {
+        results.push_back(
+            {{"error", {{"code", StatusOf(published.error())}, {"message", published.error().detail}}}});
+        continue;
+      }
+      nlohmann::json sandbox = Describe(*child, true);
+      // What the copy could not hold (E2B's answer has no place for it; the SDKs ignore it).
+      nlohmann::json left_out = nlohmann::json::array();
+      for (const auto& e : forked->left_out)
+        left_out.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
+      sandbox["notCopied"] = left_out;
+      results.push_back({{"sandbox", sandbox}});
+    }
+    SendJson(*exchange, 200, results);
   });
 }
 
@@ -230,7 +290,7 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
   const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   Spawn([this, exchange, sandbox, caller, origin, timeout] {
-    if (!gate_.Session(caller, sandbox->id)) {
+    if (!gate_.SessionLimits(caller, sandbox->id)) {
       Forget(sandbox->id);
       return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
     }
