@@ -541,6 +541,12 @@ void HttpServer::State::Accept(typename Protocol::acceptor& listener) {
           sock->close(ignored);
         });
       } else {
+        if constexpr (std::is_same_v<Protocol, tcp>) {
+          // A streamed answer is many small writes (SSE events, E2B's lines and envelopes):
+          // without this, Nagle's algorithm holds each behind the client's delayed ACK (~40 ms).
+          error_code ignored;
+          socket.set_option(tcp::no_delay(true), ignored);
+        }
         auto connection = std::make_shared<StreamConnection<Protocol>>(self, std::move(socket));
         {
           std::lock_guard lock(self->mu);
