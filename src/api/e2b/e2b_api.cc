@@ -145,8 +145,8 @@ std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::Autho
   if (!sandbox || !SameToken(token, sandbox->token)) {
     const bool health = request.path == "/health";
     SendError(exchange, health ? 502 : 404,
-              "no sandbox " + id.substr(0, 100) + " (killed, timed out, or never created)" +
-                  (sandbox && token.empty() ? "; the call carries no access token" : ""));
+              "no sandbox " + id.substr(0, 100) +
+                  " (killed, timed out, or never created; or the call lacks its access token)");
     return std::nullopt;
   }
   auto key = http_.keys()->KeyWithId(sandbox->key_id);
@@ -173,6 +173,17 @@ std::shared_ptr<E2bApi::Sandbox> E2bApi::Find(const std::string& id) {
 void E2bApi::Forget(const std::string& id) {
   std::lock_guard lock(mu_);
   sandboxes_.erase(id);
+}
+
+void E2bApi::ForgetEnded() {
+  std::vector<std::pair<std::string, std::string>> all;  // id, key id
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sandboxes_) all.emplace_back(id, s->key_id);
+  }
+  for (const auto& [id, key_id] : all) {
+    if (!gate_.SessionLimits(engine::Caller{.id = key_id}, id)) Forget(id);
+  }
 }
 
 runtime::PythonProgram E2bApi::ProgramFor(const Sandbox& sandbox, runtime::Mode mode, std::string code) {

@@ -26,6 +26,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "api/http/http_api.h"
 #include "engine/gate.h"
@@ -61,6 +63,9 @@ class E2bApi final : public MountedApi {
                                                                        Exchange& exchange);
   std::shared_ptr<Sandbox> Find(const std::string& id);
   void Forget(const std::string& id);
+  // Forgets every sandbox whose session has ended (its timeout, a kill through /v1), so that
+  // what is kept here stays within the engine's max_sessions.
+  void ForgetEnded();
 
   // e2b_control.cc
   void ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchange);

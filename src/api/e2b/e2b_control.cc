@@ -9,6 +9,7 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
+#include "api/http/http_wire.h"
 #include "api/mcp/json_rpc.h"
 
 namespace execbox::api::e2b {
@@ -201,6 +202,7 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   // Making a session forks a child: never on the I/O thread.
   Spawn([this, exchange, sandbox, caller, origin, lifetime] {
+    ForgetEnded();
     auto info = gate_.CreateSession(caller, {}, origin);
     if (!info) return SendRefusal(*exchange, info.error());
     if (auto published = Publish(sandbox, *info, caller, origin, lifetime); !published)

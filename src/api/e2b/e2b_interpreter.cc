@@ -236,6 +236,10 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     program.context = NamespaceOf(id);
     auto dropped = RunIn(*sandbox, key, std::move(program), peer);
     if (!dropped) return SendRefusal(*exchange, dropped.error());
+    // The session's process may have ended meanwhile (a limit): its namespaces went with it.
+    if (dropped->error && dropped->status != engine::Status::kOk &&
+        (!dropped->session || dropped->session->preserved))
+      return SendError(*exchange, 500, "the context was not reset: " + dropped->error->evalue);
     {
       std::lock_guard lock(sandbox->mu);
       if (restart) {

@@ -1,7 +1,8 @@
 #include "api/e2b/e2b_wire.h"
 
-#include <ctime>
 #include <map>
+
+#include "api/http/http_wire.h"
 
 namespace execbox::api::e2b {
 namespace {
@@ -55,15 +56,6 @@ std::optional<std::string> Parameter(std::string_view header, std::string_view n
 }
 
 }  // namespace
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string Line(const nlohmann::json& message) { return Dump(message) + "\n"; }
 

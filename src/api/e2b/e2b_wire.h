@@ -69,7 +69,4 @@ std::string SandboxPath(std::string_view path);
 // Quoted for a POSIX shell ('...' with each ' as '\'').
 std::string ShellQuote(std::string_view text);
 
-// RFC 3339, UTC, to the second.
-std::string Rfc3339(std::chrono::system_clock::time_point t);
-
 }  // namespace execbox::api::e2b

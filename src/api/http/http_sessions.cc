@@ -5,20 +5,12 @@
 
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
+#include "api/http/http_wire.h"
 #include "api/mcp/json_rpc.h"
 
 namespace execbox::api {
 
 namespace {
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 nlohmann::json SessionJson(const engine::SessionInfo& info) {
   nlohmann::json j = {{"id", info.id},
