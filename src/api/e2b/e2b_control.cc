@@ -124,12 +124,13 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
   const std::string id(path.substr(0, slash));
   const std::string action(slash == std::string_view::npos ? "" : path.substr(slash + 1));
   auto sandbox = Find(id);
-  // Another key's sandbox does not exist for this one.
-  if (!sandbox || sandbox->key_id != key->id) {
-    return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
-  }
   const engine::Caller caller = CallerOf(*key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  // Whose it is, is the gate's to say: another key's sandbox does not exist for this one.
+  if (!sandbox || !gate_.SessionLimits(caller, id)) {
+    if (sandbox && sandbox->key_id == key->id) Forget(id);  // its session ended
+    return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
+  }
   if (action.empty() && method == "GET") {
     return Spawn([this, exchange, sandbox, caller] {
       if (!gate_.SessionLimits(caller, sandbox->id)) {
