@@ -255,6 +255,33 @@ def phase_sessions(router, sessions):
             listed == {sid for sid, n in sessions.items() if n == instance_of(r)}, (instance_of(r), listed))
 
 
+def phase_e2b(router):
+    """E2B's API through the router: a sandbox is a session, so its control-plane calls
+    (/sandboxes/{id}) and its own calls (named in the E2b-Sandbox-Id header) must each reach the
+    instance its id names."""
+    names = set()
+    for n in range(4):
+        r = router.request("POST", "/sandboxes", {}, auth=False, headers={"X-API-KEY": KEY_A})
+        m = SESSION_ID.match(r.json().get("sandboxID", "")) if r.status == 201 else None
+        if not T.check(f"sandbox {n} created (201, id names its instance)", m and m.group(1) == instance_of(r), r):
+            continue
+        sid, name, token = r.json()["sandboxID"], m.group(1), r.json()["envdAccessToken"]
+        names.add(name)
+        sandbox = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token}
+        calls = []
+        for code in (f"x = {n} * 7", "x * 2"):
+            calls.append(router.request("POST", "/execute", {"code": code}, auth=False, headers=sandbox))
+        lines = [json.loads(line) for line in calls[-1].body.decode().splitlines() if line.strip()]
+        texts = [m.get("text") for m in lines if m.get("type") == "result"]
+        info = router.request("GET", f"/sandboxes/{sid}", auth=False, headers={"X-API-KEY": KEY_A})
+        killed = router.request("DELETE", f"/sandboxes/{sid}", auth=False, headers={"X-API-KEY": KEY_A})
+        T.check(f"sandbox {n} on '{name}': state kept across calls", texts == [str(n * 14)], lines)
+        pinned = [instance_of(x) for x in calls + [info, killed]]
+        T.check(f"sandbox {n}: every call answered by '{name}'", pinned == [name] * 4 and killed.status == 204,
+                (pinned, killed))
+    T.check(f"sandboxes land on several instances ({sorted(names)})", len(names) >= 2, names)
+
+
 def phase_delete(router, sessions):
     """Deletes one session per instance, keeping one on each for the stop phase."""
     kept = {}
@@ -558,6 +585,7 @@ def main():
         T.phase("one-shot executions", phase_one_shots, router)
         T.phase("sessions", phase_sessions, router, sessions)
         T.phase("delete", phase_delete, router, sessions)
+        T.phase("E2B's API", phase_e2b, router)
         T.phase("SSE", phase_sse, router, sessions)
         mcp, mcp_name = T.phase("MCP", phase_mcp, router) or (None, None)
         T.phase("ids that name no live session", phase_wrong_ids, router, doc)
