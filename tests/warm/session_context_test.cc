@@ -293,3 +293,21 @@ TEST_F(WarmSessions, ALifetimeEndsTheSessionAndTheGateHoldsItsMaximum) {
 }
 
 }  // namespace execbox::engine
+
+namespace execbox::engine {
+
+// A module the sandbox lacks: Python's own error, and a note saying that nothing can be
+// fetched and what is installed instead (runtime/execbox_agent/missing.py).
+TEST_F(Warm, AMissingModuleSaysWhatIsInstalledInstead) {
+  Result r = Run("import nmupy as np\n");
+  ASSERT_EQ(r.status, Status::kError) << Describe(r);
+  ASSERT_TRUE(r.error.has_value());
+  EXPECT_EQ(r.error->ename, "ModuleNotFoundError");
+  EXPECT_EQ(r.error->evalue, "No module named 'nmupy'");
+  ASSERT_FALSE(r.error->traceback.empty());
+  const std::string& note = r.error->traceback.back();
+  EXPECT_NE(note.find("no module named 'nmupy' is installed in this sandbox"), std::string::npos) << note;
+  EXPECT_NE(note.find("installed instead: numpy"), std::string::npos) << note;
+}
+
+}  // namespace execbox::engine

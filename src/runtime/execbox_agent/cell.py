@@ -8,6 +8,7 @@ import linecache
 import os
 import sys
 
+from .missing import add_missing_module_note
 from .protocol import cap_text, safe_str
 
 # traceback (with textwrap and contextlib) is imported where an error is formatted: a run
@@ -201,6 +202,7 @@ def format_exception(exc):
 
 
 def run_error_event(exc, filename, limit):
+    add_missing_module_note(exc)  # a module the sandbox lacks: say so, and what it has instead
     lines = format_exception(exc)
     text, _ = cap_text("".join(lines).rstrip("\n"), limit)
     event = {"type": "error", "phase": "run", "ename": type(exc).__name__,
