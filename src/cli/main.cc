@@ -5,6 +5,7 @@
 #include "cli/check_command.h"
 #include "cli/doctor_command.h"
 #include "cli/mcp_command.h"
+#include "cli/packages_command.h"
 #include "cli/prepare_command.h"
 #include "cli/repl_command.h"
 #include "cli/run_command.h"
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   execbox::cli::AddRunCommand(app, exit_status);
   execbox::cli::AddReplCommand(app, exit_status);
   execbox::cli::AddCheckCommand(app, exit_status);
+  execbox::cli::AddPackagesCommand(app, exit_status);
   execbox::cli::AddDoctorCommand(app, exit_status);
   execbox::cli::AddPrepareCommand(app, exit_status);
   execbox::cli::AddMcpCommand(app, exit_status);

@@ -137,6 +137,8 @@ int RunMcp(const McpArgs& args) {
                                .max_running = config.max_running,
                                .max_queue = config.max_queue,
                                .audit = audit.get()});
+  // What the sandbox can import, named in execute_python's description (see serve_command.cc).
+  (void)gate.Packages();
   std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
             << gate.max_running() << " running + " << gate.max_queue() << " queued at most)\n";
   // The local user, with an API key's default rate and concurrency: a model flooding calls is

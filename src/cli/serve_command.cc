@@ -22,8 +22,8 @@ namespace execbox::cli {
 namespace {
 
 const std::string kServeHelp =
-    "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/openapi.json, /livez, /readyz,\n"
-    "/metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket too.\n"
+    "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/packages, /v1/openapi.json, /livez,\n"
+    "/readyz, /metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket too.\n"
     "E2B's API is served there as well (/sandboxes, and calls naming a sandbox in E2b-Sandbox-Id):\n"
     "E2B's SDKs work with E2B_API_URL and E2B_SANDBOX_URL set to this server and E2B_API_KEY to a key.\n"
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
@@ -222,6 +222,9 @@ int RunServe(const ServeArgs& args) {
                                                                            .max_queue = config.max_queue,
                                                                            .audit = audit.get(),
                                                                            .observer = &metrics});
+  // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
+  // description say it (a failure is logged with its incident id; /v1/packages tries again).
+  (void)gate->Packages();
   auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
   // E2B's API on the same port (README, "Using the E2B SDK"), through the same gate; it is
   // destroyed after the server stops and the API has drained.

@@ -430,6 +430,23 @@ Refused<void> Gate::SetSessionLifetime(const Caller& caller, const std::string& 
   return {};
 }
 
+Refused<PackageCatalog> Gate::Packages() {
+  std::lock_guard lock(packages_mu_);
+  if (packages_) return *packages_;
+  auto result = engine_.Execute(PackageListingProgram(options_.limits.defaults));
+  if (!result) return std::unexpected(Internal("package listing", result.error().message));
+  auto catalog = ParsePackageListing(*result);
+  if (!catalog) return std::unexpected(Internal("package listing", catalog.error().message));
+  packages_ = std::move(*catalog);
+  return *packages_;
+}
+
+std::optional<PackageCatalog> Gate::ListedPackages() {
+  std::unique_lock lock(packages_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  return packages_;
+}
+
 void Gate::Close() { admission_.Close(); }
 
 }  // namespace execbox::engine

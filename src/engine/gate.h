@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "engine/admission.h"
 #include "engine/audit.h"
 #include "engine/limit_schema.h"
+#include "engine/packages.h"
 #include "engine/refusal.h"
 #include "engine/warm_engine.h"
 
@@ -134,6 +136,13 @@ class Gate {
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                        uint64_t max_bytes);
 
+  // What the sandbox's interpreter has installed (packages.h): listed once, by running the
+  // listing in a sandbox with this server's default limits, then kept. A failure is logged under
+  // an incident id and tried again at the next call.
+  Refused<PackageCatalog> Packages();
+  // The same when it has been listed already, at once; nullopt otherwise (never waits or runs).
+  std::optional<PackageCatalog> ListedPackages();
+
   // Graceful shutdown: queued executions are woken with "shutting-down" and new ones refused;
   // a running execution cancelled from now on says the server is shutting down.
   void Close();
@@ -163,6 +172,8 @@ class Gate {
 
   Engine& engine_;
   GateOptions options_;
+  std::mutex packages_mu_;  // one listing at a time; the others wait for its answer
+  std::optional<PackageCatalog> packages_;
   size_t max_running_;
   Admission admission_;
 };

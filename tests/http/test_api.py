@@ -8,12 +8,14 @@ import json
 import os
 import re
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
 import jsonschema
 
+import harness
 from harness import (KEY_A, KEY_B, ApiTestCase, Response, Server, b64, parse_raw_response, read_audit,
                      read_sse, sha256_hex, wait_until)
 
@@ -775,6 +777,27 @@ class ServiceTest(SharedCase):
         # The Result's limits are named as the request's.
         result_limits = doc["components"]["schemas"]["Result"]["properties"]["limits"]
         self.assertEqual(set(result_limits["properties"]), set(limits), result_limits)
+
+    def test_packages_are_what_the_sandbox_can_import(self):
+        r = self.server.request("GET", "/v1/packages")
+        self.assertEqual(r.status, 200, repr(r))
+        self.assertValid("Packages", r.json())
+        packages = {p["name"].lower(): p for p in r.json()["packages"]}
+        self.assertTrue(r.json()["python"].startswith("3."), r.json()["python"])
+        for name, module in (("numpy", "numpy"), ("pandas", "pandas"), ("scikit-learn", "sklearn"),
+                             ("pillow", "PIL"), ("matplotlib", "matplotlib")):
+            self.assertIn(name, packages)
+            self.assertIn(module, packages[name]["modules"], packages[name])
+            self.assertRegex(packages[name]["version"], r"^\d")
+        # Every module listed imports in the sandbox (a few, to keep this quick).
+        code = "import importlib\n[importlib.import_module(m).__name__ for m in ('numpy', 'sklearn', 'PIL')]"
+        self.assertResult(self.server.execute(code), "ok")
+        self.assertProblem(self.server.request("GET", "/v1/packages", auth=False), 401, "unauthorized")
+        self.assertProblem(self.server.request("POST", "/v1/packages", {}), 405, "method-not-allowed")
+        # `execbox packages` lists the same, from a cold jail.
+        out = subprocess.run([harness.execbox_binary(), "packages", "--json"], capture_output=True, timeout=120)
+        self.assertEqual(out.returncode, 0, out.stderr.decode(errors="replace"))
+        self.assertEqual(json.loads(out.stdout)["packages"], r.json()["packages"])
 
     def test_openapi_needs_auth(self):
         self.assertProblem(self.server.request("GET", "/v1/openapi.json", auth=False), 401, "unauthorized")

@@ -89,6 +89,11 @@ class McpGateTest(ApiTestCase):
         tools = self.mcp().tools()
         self.assertEqual(set(tools), {"execute_python", "create_session", "fork_session", "close_session"})
         schema = tools["execute_python"]["inputSchema"]
+        # What the sandbox can import, as its interpreter listed it when the server started.
+        description = tools["execute_python"]["description"]
+        for module in ("numpy", "pandas", "matplotlib", "sklearn", "PIL"):
+            self.assertIn(module, description)
+        self.assertIn("no network", description)
         props = schema["properties"]
         self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id"}, props)
         self.assertEqual(schema["required"], ["code"])

@@ -123,6 +123,15 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
     return Respond(*exchange, HttpResponse{.body = openapi_});
   }
+  if (path == "/v1/packages") {
+    if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
+    // The first call lists them in a sandbox: not on the I/O thread.
+    return Spawn([this, exchange] {
+      auto catalog = gate_.Packages();
+      if (!catalog) return exchange->Respond(ProblemResponse(ProblemOf(catalog.error())));
+      Respond(*exchange, HttpResponse{.body = Serialize(engine::ToJson(*catalog))});
+    });
+  }
   if (path == "/v1/execute") {
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "POST"));
     return Execute(std::move(request), exchange, key, std::nullopt);

@@ -131,7 +131,11 @@ void McpServer::Dispatch(const json& message) {
   } else if (method == "ping") {
     Send(MakeResult(id, json::object()), id);
   } else if (method == "tools/list") {
-    Send(MakeResult(id, {{"tools", ToolDefinitions(gate_.limits())}}), id);
+    // Listed when the server started (serve, mcp); never run here, on the caller's thread.
+    auto packages = gate_.ListedPackages();
+    Send(MakeResult(id, {{"tools", ToolDefinitions(gate_.limits(), packages ? engine::ModuleNames(*packages)
+                                                                            : std::vector<std::string>{})}}),
+         id);
   } else if (method == "tools/call") {
     StartToolCall(id, params);
   } else {

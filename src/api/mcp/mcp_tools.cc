@@ -148,7 +148,13 @@ engine::Refusal BadArgument(std::string detail) {
 
 }  // namespace
 
-json ToolDefinitions(const engine::LimitsConfig& limits) {
+json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::string>& modules) {
+  std::string installed;
+  for (const auto& m : modules) installed += (installed.empty() ? "" : ", ") + m;
+  installed =
+      installed.empty()
+          ? ""
+          : " Installed besides the standard library (nothing else can be: no network): " + installed + ".";
   return json::array({
       Tool("execute_python", "Run Python",
            "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
@@ -156,7 +162,8 @@ json ToolDefinitions(const engine::LimitsConfig& limits) {
            "with "
            "tracebacks, and matplotlib figures as PNG images. Pass session_id to keep variables between "
            "calls. "
-           "Limits not given take this server's defaults (see each argument's default and maximum).",
+           "Limits not given take this server's defaults (see each argument's default and maximum)." +
+               installed,
            ExecuteInputSchema(limits), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "engine/gate.h"
@@ -14,8 +15,10 @@
 
 namespace execbox::api {
 
-// tools/list's "tools" array.
-nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits);
+// tools/list's "tools" array. `modules`: what the sandbox can import (engine/packages.h), named
+// in execute_python's description; empty when the listing failed (a shorter description).
+nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
+                               const std::vector<std::string>& modules = {});
 
 // execute_python's arguments {code, session_id?, <limit>?...} as the gate's request. A bad
 // argument is a refusal whose detail is meant for the model to correct itself.
