@@ -15,6 +15,8 @@ using Clock = std::chrono::steady_clock;
 // A check only parses and lints: it never needs more than this, whatever the defaults say.
 constexpr std::chrono::milliseconds kCheckWallTime{10'000};
 constexpr uint64_t kMiB = 1ull << 20;
+// How long a failed package listing is answered with its failure before it runs again.
+constexpr std::chrono::seconds kPackagesRetry{30};
 
 // Client-chosen text (a session id) in a refusal: cut, so a megabyte of it does not come back.
 std::string Clipped(const std::string& text) {
@@ -433,12 +435,22 @@ Refused<void> Gate::SetSessionLifetime(const Caller& caller, const std::string& 
 Refused<PackageCatalog> Gate::Packages() {
   std::lock_guard lock(packages_mu_);
   if (packages_) return *packages_;
+  // The listing runs outside admission: after a failure, callers get that failure again for a
+  // while rather than a sandbox each.
+  if (packages_failure_ && Clock::now() < packages_retry_at_) return std::unexpected(*packages_failure_);
   auto result = engine_.Execute(PackageListingProgram(options_.limits.defaults));
-  if (!result) return std::unexpected(Internal("package listing", result.error().message));
-  auto catalog = ParsePackageListing(*result);
-  if (!catalog) return std::unexpected(Internal("package listing", catalog.error().message));
-  packages_ = std::move(*catalog);
-  return *packages_;
+  std::optional<Refusal> failure;
+  if (!result) {
+    failure = Internal("package listing", result.error().message);
+  } else if (auto catalog = ParsePackageListing(*result); !catalog) {
+    failure = Internal("package listing", catalog.error().message);
+  } else {
+    packages_ = std::move(*catalog);
+    return *packages_;
+  }
+  packages_failure_ = failure;
+  packages_retry_at_ = Clock::now() + kPackagesRetry;
+  return std::unexpected(std::move(*failure));
 }
 
 std::optional<PackageCatalog> Gate::ListedPackages() {

@@ -174,6 +174,8 @@ class Gate {
   GateOptions options_;
   std::mutex packages_mu_;  // one listing at a time; the others wait for its answer
   std::optional<PackageCatalog> packages_;
+  std::optional<Refusal> packages_failure_;
+  std::chrono::steady_clock::time_point packages_retry_at_;
   size_t max_running_;
   Admission admission_;
 };
