@@ -498,6 +498,7 @@ TEST(OpenApiDocument, IsOpenApi31WithEveryRoute) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> routes = {
       {"/v1/execute", {"post"}},
       {"/v1/check", {"post"}},
+      {"/v1/packages", {"get"}},
       {"/v1/sessions", {"post", "get"}},
       {"/v1/sessions/{id}", {"get", "delete"}},
       {"/v1/sessions/{id}/execute", {"post"}},
