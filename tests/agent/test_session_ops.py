@@ -2,11 +2,14 @@
 drop_context; execbox_agent/sandbox_ops.py), without the jail: a forked child serves requests
 as in test_agent.py's ServeTest and the test plays the host."""
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 from test_agent import AGENT, AgentTestCase, WarmTestCase, run_agent
 
@@ -90,6 +93,17 @@ class EnvAndCwdTest(WarmTestCase):
 
 
 class CommandTest(WarmTestCase):
+    def setUp(self):
+        super().setUp()
+        # Commands run as `bash -l`: without a jail they would read this host's login files
+        # (a pyenv init there can wait a minute on its lock while another shell runs one). In
+        # the sandbox HOME is the work dir; here an empty directory, for the worker started next.
+        home = tempfile.mkdtemp(prefix="execbox-home-")
+        self.addCleanup(shutil.rmtree, home, True)
+        patch = mock.patch.dict(os.environ, {"HOME": home})
+        patch.start()
+        self.addCleanup(patch.stop)
+
     def test_output_streams_and_exit_code(self):
         worker = self.worker(session=True)
         run = worker.execute("echo out; echo err >&2; exit 3", mode="command")
