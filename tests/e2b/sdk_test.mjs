@@ -232,6 +232,39 @@ if (typeof sbx.fork === 'function') {
   })
 }
 
+await check('malformed requests get clear errors and the sandbox serves on', async () => {
+  const base = process.env.E2B_SANDBOX_URL
+  const headers = (port) => ({
+    'E2b-Sandbox-Id': sbx.sandboxId,
+    'E2b-Sandbox-Port': port,
+    'X-Access-Token': sbx.envdAccessToken,
+  })
+  const post = (path, port, body, type) =>
+    fetch(`${base}${path}`, { method: 'POST', headers: { ...headers(port), 'Content-Type': type }, body })
+  let r = await post('/execute', '49999', '{"code": ', 'application/json')
+  assert(r.status === 400 && /JSON object/.test(await r.text()), `bad JSON: ${r.status}`)
+  r = await post('/execute', '49999', '{"code": 5}', 'application/json')
+  assert(r.status === 400 && /code must be a string/.test(await r.text()), `code not a string: ${r.status}`)
+  // Invalid UTF-8 in the code: replaced, run, answered.
+  r = await post('/execute', '49999', Buffer.from('{"code": "print(\'\xff\')"}', 'latin1'), 'application/json')
+  assert(r.status === 200 || r.status === 400, `invalid UTF-8: ${r.status}`)
+  await r.text()
+  // A Connect envelope that claims more than it holds, and one that is not JSON.
+  r = await post('/process.Process/Start', '49983', Buffer.from([0, 0x7f, 0, 0, 0, 0x7b]), 'application/connect+json')
+  assert(/cut short|invalid_argument/.test(Buffer.from(await r.arrayBuffer()).toString()), 'cut envelope')
+  r = await post('/process.Process/Start', '49983', Buffer.from([0, 0, 0, 0, 3, 0x61, 0x62, 0x63]), 'application/connect+json')
+  assert(/StartRequest|invalid_argument/.test(Buffer.from(await r.arrayBuffer()).toString()), 'junk envelope')
+  // A multipart part naming a path out of the work dir, and one with no boundary.
+  const form = '--B\r\nContent-Disposition: form-data; name="file"; filename="../../etc/evil"\r\n\r\nx\r\n--B--\r\n'
+  r = await post('/files', '49983', form, 'multipart/form-data; boundary=B')
+  assert(r.status === 400, `a part named ../../etc/evil: ${r.status}`)
+  r = await post('/files', '49983', form, 'multipart/form-data')
+  assert(r.status === 400 && /boundary/.test(await r.text()), `no boundary: ${r.status}`)
+  r = await post('/filesystem.Filesystem/ListDir', '49983', '[1]', 'application/json')
+  assert(r.status === 400, `a ListDir body that is not an object: ${r.status}`)
+  assert((await sbx.runCode('x')).text === '41', 'the sandbox is intact')
+})
+
 await check('connect gives the same sandbox', async () => {
   const again = await Sandbox.connect(sbx.sandboxId)
   assert((await again.runCode('x')).text === '41', 'state through a connected handle')
