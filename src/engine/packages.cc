@@ -7,10 +7,13 @@ namespace execbox::engine {
 namespace {
 
 // Runs inside the sandbox. A distribution's modules come from its top_level.txt, else from the
-// first component of the files it installed; only identifiers not starting with "_" count.
+// first component of the files it installed, else (an .egg-info that is one file, as Debian's
+// sympy and XlsxWriter have) from its name, when a module of that name sits beside it; only
+// identifiers not starting with "_" count.
 // Only dist-packages and site-packages: the standard library is not a package.
 constexpr const char* kListing = R"PY(import importlib.metadata as md
 import json
+import os
 import sys
 found = {}
 for d in md.distributions():
@@ -27,6 +30,12 @@ for d in md.distributions():
             first = f.parts[0] if f.parts else ""
             if first and first != ".." and not first.endswith((".dist-info", ".egg-info", ".pth")):
                 top.append(first[:-3] if first.endswith(".py") else first)
+    if not top:
+        base = os.path.dirname(where)
+        for guess in (name.replace("-", "_"), name.replace("-", "_").lower()):
+            if os.path.isdir(os.path.join(base, guess)) or os.path.isfile(os.path.join(base, guess + ".py")):
+                top.append(guess)
+                break
     modules = sorted({m for m in top if m.isidentifier() and not m.startswith("_")})
     found[name.lower()] = {"name": name, "version": d.version, "modules": modules}
 print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3],
