@@ -195,6 +195,8 @@ void WalkDir(Walk& w, int dirfd, size_t path_len, int depth) noexcept {
       off += d->d_reclen;
       const char* name = d->d_name;
       if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+      // execbox's own entries (a session's installed packages) are not the code's output.
+      if (depth == 0 && std::strncmp(name, kPrivatePrefix, sizeof kPrivatePrefix - 1) == 0) continue;
       size_t name_len = std::strlen(name);
       if (path_len + name_len + 2 >= sizeof w.path) continue;
       size_t len = path_len;

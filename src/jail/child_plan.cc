@@ -50,20 +50,23 @@ class PlanBuilder {
     plan_.mounts.push_back(
         {.kind = Kind::kSymlink, .target = Staged(inside), .source = plan_.Keep(link_text)});
   }
-  // A host path bound read-only at the same place; a file needs an empty file to cover.
-  Status Bind(const std::string& path, bool required, Kind kind = Kind::kBindReadOnly) {
+  // A host path bound read-only at `inside` ("": the same place); a file needs an empty file
+  // to cover.
+  Status Bind(const std::string& path, bool required, Kind kind = Kind::kBindReadOnly,
+              const std::string& inside = "") {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       if (required) return FailErrno("bind source " + path);
       return {};
     }
+    const std::string& target = inside.empty() ? path : inside;
     if (S_ISDIR(st.st_mode)) {
-      Parents(path);
-      Dir(path);
+      Parents(target);
+      Dir(target);
     } else {
-      File(path, "", 0444);
+      File(target, "", 0444);
     }
-    plan_.mounts.push_back({.kind = kind, .target = Staged(path), .source = plan_.Keep(path)});
+    plan_.mounts.push_back({.kind = kind, .target = Staged(target), .source = plan_.Keep(path)});
     return {};
   }
   // Top-level entries like /lib64: a symlink on the host (merged /usr) is recreated.
@@ -138,7 +141,8 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
     if (auto s = b.RootLink(link); !s) return std::unexpected(s.error());
   }
   for (const auto& bind : policy.binds) {
-    if (auto s = b.Bind(bind.path, bind.required); !s) return std::unexpected(s.error());
+    if (auto s = b.Bind(bind.path, bind.required, Kind::kBindReadOnly, bind.inside); !s)
+      return std::unexpected(s.error());
   }
   AddDev(b, l);
   b.Tmpfs("/tmp", TmpfsOptions(l.tmp_bytes, l.inodes, "1777"), 01777);

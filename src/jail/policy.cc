@@ -44,6 +44,11 @@ Status Validate(const Policy& p) {
   for (const auto& f : p.files) {
     if (f.path.empty() || f.path[0] != '/') return Fail("policy: synthetic file path must be absolute");
   }
+  for (const auto& b : p.binds) {
+    if (b.path.empty() || b.path[0] != '/') return Fail("policy: a bind's host path must be absolute");
+    if (!b.inside.empty() && (b.inside[0] != '/' || b.inside.find("/..") != std::string::npos))
+      return Fail("policy: a bind's place inside must be absolute, without ..");
+  }
   for (const auto& in : p.inputs) {
     if (auto s = ValidateRelativeName(in.name); !s) return Fail("input file: " + s.error().message);
   }

@@ -28,10 +28,11 @@ struct Limits {
   uint32_t open_files = 256;              // RLIMIT_NOFILE
 };
 
-// A host path made visible read-only (nosuid, nodev) at the same place inside.
+// A host path made visible read-only (nosuid, nodev), at the same place inside or at `inside`.
 struct Bind {
   std::string path;
   bool required = false;  // a missing required path fails the run; others are skipped
+  std::string inside;     // absolute; "" for `path` itself
 };
 
 // A file the jail writes into its read-only root before the code starts.
@@ -46,6 +47,10 @@ struct InputFile {
   std::string name;  // relative, validated with ValidateRelativeName
   std::string content;
 };
+
+// Entries at the top of the work dir whose names start with this are execbox's own (a
+// session's installed packages, a snapshot being made): never collected as output files.
+inline constexpr char kPrivatePrefix[] = ".execbox-";
 
 struct FileCollection {
   bool enabled = false;
