@@ -47,11 +47,14 @@ Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& c
   warm.sessions.max_sessions = config.max_sessions;
   warm.sessions.idle_ttl = config.session_idle_ttl;
   warm.sessions.max_lifetime = config.session_max_lifetime;
+  warm.pool.worker.wheelhouse = config.wheelhouse;
   auto engine = engine::Engine::Create(warm);
   if (engine) return engine;
   std::cerr << "execbox mcp: warm pool unavailable (" << engine.error().message
             << "); running cold, without sessions\n";
-  return engine::Engine::Create(engine::EngineOptions{.warm = false});
+  engine::EngineOptions cold{.warm = false};
+  cold.pool.worker.wheelhouse = config.wheelhouse;
+  return engine::Engine::Create(cold);
 }
 
 // Reads standard input line by line, never holding more than one over-long line's first
@@ -116,6 +119,12 @@ int RunMcp(const McpArgs& args) {
   if (!args.config_file.empty()) {
     if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
       std::cerr << "execbox mcp: " << loaded.error().message << "\n";
+      return 64;
+    }
+  }
+  if (!config.wheelhouse.empty()) {
+    if (auto s = api::CheckWheelhouse(config.wheelhouse); !s) {
+      std::cerr << "execbox mcp: " << s.error().message << "\n";
       return 64;
     }
   }

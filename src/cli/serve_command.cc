@@ -23,7 +23,8 @@ namespace {
 
 const std::string kServeHelp =
     "Serves the HTTP API (/v1/execute, /v1/sessions, /v1/check, /v1/packages, /v1/openapi.json, /livez,\n"
-    "/readyz, /metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket too.\n"
+    "/readyz, /metrics) and MCP over Streamable HTTP (/mcp) on one port, and with --unix on a Unix socket "
+    "too.\n"
     "E2B's API is served there as well (/sandboxes, and calls naming a sandbox in E2b-Sandbox-Id):\n"
     "E2B's SDKs work with E2B_API_URL and E2B_SANDBOX_URL set to this server and E2B_API_KEY to a key.\n"
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
@@ -40,7 +41,7 @@ const std::string kServeHelp =
     "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
-  std::string config_file, listen, unix_socket, audit_log, instance, state_dir;
+  std::string config_file, listen, unix_socket, audit_log, instance, state_dir, wheelhouse;
   bool no_pool = false, audit_code = false;
   size_t workers = 0, max_running = 0, max_queue = 0;
   double grace = -1;
@@ -146,6 +147,13 @@ int RunServe(const ServeArgs& args) {
   if (args.grace >= 0) config.shutdown_grace = std::chrono::seconds(static_cast<int64_t>(args.grace));
   if (!args.audit_log.empty()) config.audit_log = args.audit_log;
   if (!args.state_dir.empty()) config.session_state_dir = args.state_dir;
+  if (!args.wheelhouse.empty()) config.wheelhouse = args.wheelhouse;
+  if (!config.wheelhouse.empty()) {
+    if (auto s = api::CheckWheelhouse(config.wheelhouse); !s) {
+      std::cerr << "execbox serve: " << s.error().message << "\n";
+      return 64;
+    }
+  }
   if (args.audit_code) config.audit_code = true;
   for (const auto& origin : args.origins) config.allowed_origins.push_back(origin);
 
@@ -198,6 +206,7 @@ int RunServe(const ServeArgs& args) {
   options.sessions.max_lifetime = config.session_max_lifetime;
   options.sessions.instance = config.instance;
   options.sessions.state_dir = config.session_state_dir;
+  options.pool.worker.wheelhouse = config.wheelhouse;
   // A state dir that cannot be used stops the server: sessions that silently end with it would
   // be worse than no start.
   if (auto store = engine::SessionStore::Open(config.session_state_dir); !store) {
@@ -316,6 +325,9 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
   serve->add_option("--session-state-dir", args->state_dir,
                     "Keep sessions here (made 0700) across restarts: each session's state is saved at a\n"
                     "graceful stop, and its checkpoint before each execution when it has checkpoints");
+  serve->add_option("--wheelhouse", args->wheelhouse,
+                    "A directory of wheels the sandbox may install from, offline ([packages] wheelhouse;\n"
+                    "README, Packages): packages in a request, pip install in a session");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");

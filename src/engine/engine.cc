@@ -202,6 +202,7 @@ Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits&
   r.display = std::move(report.display);
   r.result = std::move(report.result);
   r.findings = std::move(report.findings);
+  r.installed = std::move(report.installed);
   Classify(outcome, report, limits, r);
   KeepChangedFiles(program, outcome, r);
   return r;

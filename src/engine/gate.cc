@@ -139,6 +139,20 @@ Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
 }
 
 Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
+  if (!program.packages.empty()) {
+    if (auto names = runtime::CheckPackageNames(program.packages); !names)
+      return Refuse(RefusalKind::kBadRequest, "invalid-packages", "Invalid package names",
+                    names.error().message, {{"field", "packages"}});
+    if (engine_.wheelhouse().empty())
+      return Refuse(
+          RefusalKind::kConflict, "no-wheelhouse", "No wheelhouse",
+          "this server has no wheelhouse ([packages] wheelhouse in its configuration) and the sandbox "
+          "has no network: packages cannot be installed beyond those the sandbox has",
+          {{"field", "packages"}});
+    if (program.mode != runtime::Mode::kRun)
+      return Refuse(RefusalKind::kBadRequest, "invalid-packages", "Invalid package names",
+                    "packages are installed for code that runs, not for a check", {{"field", "packages"}});
+  }
   uint64_t total = 0;
   for (const auto& f : program.inputs) total += f.content.size();
   const uint64_t room = program.limits.work_dir_bytes, most = options_.limits.maxima.work_dir_bytes;
@@ -258,6 +272,21 @@ Refused<Result> Gate::Execute(const Caller& caller, ExecutionRequest request, co
   auto admitted = Admit(caller, std::move(request), origin);
   if (!admitted) return std::unexpected(std::move(admitted.error()));
   return Run(std::move(*admitted), options);
+}
+
+Refused<std::vector<InstalledPackage>> Gate::InstallPackages(const Caller& caller, const std::string& id,
+                                                             std::vector<std::string> packages,
+                                                             const Origin& origin) {
+  ExecutionRequest request{.program = {}, .limits = {}, .session_id = id};
+  request.program.packages = std::move(packages);
+  request.program.display_name = "<packages>";
+  auto result = Execute(caller, std::move(request), origin);
+  if (!result) return std::unexpected(std::move(result.error()));
+  if (result->status == Status::kOk && !result->error) return std::move(result->installed);
+  std::string why = result->error ? result->error->evalue
+                                  : std::string("the install ended with ") + StatusName(result->status);
+  return Refuse(RefusalKind::kUnprocessable, "package-install-failed", "Package install failed", why,
+                {{"field", "packages"}, {"status", StatusName(result->status)}});
 }
 
 Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) const {

@@ -131,6 +131,12 @@ class Gate {
   // timeout), within the server's maximum lifetime, else a "limit-exceeded" refusal naming it.
   Refused<void> SetSessionLifetime(const Caller& caller, const std::string& id, std::chrono::seconds lifetime,
                                    const Origin& origin);
+  // Installs `packages` from the wheelhouse into the caller's session (an execution of it, with
+  // its limits, through Execute): what was installed, or a "package-install-failed" refusal
+  // saying why (the session lives on either way).
+  Refused<std::vector<InstalledPackage>> InstallPackages(const Caller& caller, const std::string& id,
+                                                         std::vector<std::string> packages,
+                                                         const Origin& origin);
   Refused<void> WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                  std::string content);
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,

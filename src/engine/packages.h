@@ -14,12 +14,6 @@
 
 namespace execbox::engine {
 
-struct InstalledPackage {
-  std::string name;
-  std::string version;
-  std::vector<std::string> modules;  // importable top-level names ("sklearn" for scikit-learn)
-};
-
 struct PackageCatalog {
   std::string python;                      // "3.11.2"
   std::vector<InstalledPackage> packages;  // sorted by name, case-insensitively

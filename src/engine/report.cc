@@ -106,6 +106,22 @@ void Findings(const json& event, AgentReport& r) {
   }
 }
 
+void Installed(const json& event, AgentReport& r) {
+  auto list = event.find("packages");
+  if (list == event.end() || !list->is_array()) return;
+  for (const auto& p : *list) {
+    if (!p.is_object() || r.installed.size() >= 256) continue;
+    InstalledPackage package{.name = Str(p, "name"), .version = Str(p, "version"), .modules = {}};
+    if (auto m = p.find("modules"); m != p.end() && m->is_array()) {
+      for (const auto& name : *m) {
+        if (name.is_string() && package.modules.size() < 256)
+          package.modules.push_back(name.get<std::string>());
+      }
+    }
+    r.installed.push_back(std::move(package));
+  }
+}
+
 void Apply(const json& event, AgentReport& r) {
   std::string type = Str(event, "type");
   if (type == "stream") {
@@ -134,6 +150,8 @@ void Apply(const json& event, AgentReport& r) {
     r.error_phase = Str(event, "phase");
   } else if (type == "findings") {
     Findings(event, r);
+  } else if (type == "installed") {
+    Installed(event, r);
   } else if (type == "exit") {
     r.exit_code = Int(event, "code");
   }

@@ -17,6 +17,7 @@ struct AgentReport {
   bool streams_truncated = false;
   size_t stream_bytes = 0;
   std::vector<MimeBundle> display;
+  std::vector<InstalledPackage> installed;
   std::optional<MimeBundle> result;
   std::optional<ErrorInfo> error;
   std::string error_phase;  // "policy", "compile" or "run" when error is set

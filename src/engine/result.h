@@ -86,6 +86,14 @@ struct SessionState {
   std::vector<LeftOut> not_restored;
 };
 
+// A distribution: in the sandbox's catalog (packages.h), or installed by an execution from the
+// wheelhouse (Result::installed).
+struct InstalledPackage {
+  std::string name;
+  std::string version;
+  std::vector<std::string> modules;  // importable top-level names ("sklearn" for scikit-learn)
+};
+
 struct Result {
   Status status = Status::kOk;
   int exit_code = 0;
@@ -97,6 +105,9 @@ struct Result {
   std::vector<MimeBundle> display;   // display() calls and figures, in order
   std::optional<ErrorInfo> error;
   std::vector<Finding> findings;
+  // What the request's `packages` installed from the wheelhouse before the code ran (each one
+  // imported); empty when nothing was asked for or everything was there already.
+  std::vector<InstalledPackage> installed;
   jail::Usage usage;
   jail::Limits limits;
   jail::Enforcement enforcement;

@@ -69,6 +69,12 @@ json ToJson(const Result& r) {
                         {"suggestion", f.suggestion}});
   }
   j["findings"] = findings;
+  if (!r.installed.empty()) {
+    json installed = json::array();
+    for (const auto& p : r.installed)
+      installed.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
+    j["installed"] = std::move(installed);
+  }
   if (r.session) {
     const SessionState& s = *r.session;
     j["session"] = {{"id", s.id},

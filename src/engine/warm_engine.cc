@@ -10,6 +10,7 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   }
   std::unique_ptr<Engine> e(new Engine());
   e->instance_ = options.sessions.instance;
+  e->wheelhouse_ = options.pool.worker.wheelhouse;
   if (!options.warm) return e;
   auto pool = Pool::Start(options.pool);
   if (!pool) return std::unexpected(pool.error());
@@ -25,8 +26,16 @@ Engine::~Engine() {
   pool_.reset();
 }
 
-Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const ExecuteOptions& options) {
-  if (!pool_) return engine::Execute(program, options);
+Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const ExecuteOptions& options) {
+  // The cold path binds the wheelhouse itself; warm children have it from their zygote.
+  runtime::PythonProgram cold_program;
+  auto cold = [&]() -> Expected<Result> {
+    cold_program = given;
+    cold_program.wheelhouse = wheelhouse_;
+    return engine::Execute(cold_program, options);
+  };
+  const runtime::PythonProgram& program = given;
+  if (!pool_) return cold();
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(request.error());
   jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};
@@ -42,7 +51,7 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& program, const Ex
     bool never_started = !o || (o->ending == jail::Ending::kSetupFailed && o->report.empty());
     if (!never_started) outcome = std::move(*o);
   }
-  if (!outcome) return engine::Execute(program, options);
+  if (!outcome) return cold();
   Result r = AssembleResult(program, program.limits, *outcome);
   r.engine = "warm";
   if (!program.collect_files || program.mode != runtime::Mode::kRun) {

@@ -31,10 +31,13 @@ class Engine {
   Sessions* sessions() { return sessions_.get(); }
   // This server's name among several (SessionOptions::instance), "" when alone.
   const std::string& instance() const { return instance_; }
+  // The operator's wheelhouse (runtime::WorkerOptions::wheelhouse), "" for none.
+  const std::string& wheelhouse() const { return wheelhouse_; }
 
  private:
   Engine() = default;
   std::string instance_;
+  std::string wheelhouse_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Sessions> sessions_;  // declared after the pool: destroyed first
 };

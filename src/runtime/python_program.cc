@@ -1,6 +1,8 @@
 #include "runtime/python_program.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "base/base64.h"
 #include "base/io.h"
@@ -84,6 +86,7 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   if (!program.env.empty()) request["env"] = program.env;
   if (!program.cwd.empty()) request["cwd"] = program.cwd;
   if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
+  if (!program.packages.empty()) request["packages"] = program.packages;
   return request;
 }
 
@@ -114,10 +117,48 @@ std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes) {
   return request.dump();
 }
 
-jail::Policy BasePythonPolicy() {
+Status CheckPackageNames(const std::vector<std::string>& names) {
+  if (names.size() > kMaxPackages)
+    return Fail("at most " + std::to_string(kMaxPackages) + " packages per request");
+  // The agent's wheelhouse.check_spec says it again, with the same rule; this one answers
+  // before a sandbox is spent on a bad name.
+  static const std::regex kSpec(
+      "[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?(\\[[A-Za-z0-9._,-]{1,100}\\])?"
+      "((===?|[<>!~]=|[<>])[A-Za-z0-9.*+!-]{1,64}(,(===?|[<>!~]=|[<>])[A-Za-z0-9.*+!-]{1,64}){0,3})?");
+  for (const auto& name : names) {
+    if (!std::regex_match(name, kSpec)) {
+      bool printable = name.size() <= 100 &&
+                       std::all_of(name.begin(), name.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+      std::string shown = printable ? "'" + name + "'" : "a name";
+      return Fail(
+          "packages: " + shown +
+          " is not a package name (a name, optionally with a version such as name==1.2, and nothing else: "
+          "no path, URL or option)");
+    }
+  }
+  return {};
+}
+
+namespace {
+
+// `pip` and `pip3` in the sandbox: an install goes through the agent's checks (wheelhouse.py).
+const char* const kPipScript =
+    "#!/bin/sh\n"
+    "# pip in the sandbox: installs come only from the server's wheelhouse (README \"Packages\").\n"
+    "exec /usr/bin/python3 -I -S -c 'import sys; sys.path.insert(0, \"/opt/execbox\"); "
+    "from execbox_agent.wheelhouse import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n";
+
+bool PinsHashes(const std::string& wheelhouse) {
+  auto text = ReadFile(wheelhouse + "/" + kWheelhouseHashes, 4 << 20);
+  return text && text->find("--hash") != std::string::npos;
+}
+
+}  // namespace
+
+jail::Policy BasePythonPolicy(const std::string& wheelhouse) {
   jail::Policy p;
   p.env = {
-      "PATH=/usr/local/bin:/usr/bin:/bin",
+      std::string("PATH=") + kToolsDir + ":/usr/local/bin:/usr/bin:/bin",
       "LANG=C.UTF-8",
       "LC_ALL=C.UTF-8",
       "HOME=/work",
@@ -133,20 +174,35 @@ jail::Policy BasePythonPolicy() {
       "OMP_NUM_THREADS=1",
       "MKL_NUM_THREADS=1",
       "NUMEXPR_MAX_THREADS=1",
+      // pip never reaches for the network, and installs only into the work dir's user base
+      // (/usr is read-only here: "break system packages" cannot break anything).
+      std::string("PYTHONUSERBASE=") + kPackagesBase,
+      "PIP_NO_INDEX=1",
+      "PIP_USER=1",
+      "PIP_BREAK_SYSTEM_PACKAGES=1",
+      "PIP_ONLY_BINARY=:all:",
+      "PIP_DISABLE_PIP_VERSION_CHECK=1",
+      "PIP_NO_CACHE_DIR=1",
+      "PIP_ROOT_USER_ACTION=ignore",
   };
+  if (!wheelhouse.empty()) {
+    p.binds.push_back({.path = wheelhouse, .required = true, .inside = kWheelhouseDir});
+    if (!PinsHashes(wheelhouse)) p.env.push_back(std::string("PIP_FIND_LINKS=") + kWheelhouseDir);
+  }
   p.root_links = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
-  p.binds = {
-      {.path = "/usr", .required = true},
-      {.path = "/etc/ld.so.cache"},
-      // BLAS/LAPACK and other shared libraries are found through these symlinks.
-      {.path = "/etc/alternatives"},
-      {.path = "/etc/localtime"},
-      {.path = "/etc/mime.types"},
-      {.path = "/etc/python3"},
-      {.path = "/etc/python3.11"},
-      {.path = "/etc/matplotlibrc"},
-      {.path = "/etc/fonts"},
-  };
+  p.binds.insert(p.binds.begin(),
+                 {
+                     {.path = "/usr", .required = true},
+                     {.path = "/etc/ld.so.cache"},
+                     // BLAS/LAPACK and other shared libraries are found through these symlinks.
+                     {.path = "/etc/alternatives"},
+                     {.path = "/etc/localtime"},
+                     {.path = "/etc/mime.types"},
+                     {.path = "/etc/python3"},
+                     {.path = "/etc/python3.11"},
+                     {.path = "/etc/matplotlibrc"},
+                     {.path = "/etc/fonts"},
+                 });
   p.files = {
       {.path = "/etc/passwd", .content = kPasswd},
       {.path = "/etc/group", .content = kGroup},
@@ -159,6 +215,8 @@ jail::Policy BasePythonPolicy() {
   for (const AgentModule& m : bytecode != nullptr ? *bytecode : AgentSources()) {
     p.files.push_back({.path = std::string(kAgentDir) + "/" + m.name, .content = m.content});
   }
+  for (const char* name : {"pip", "pip3"})
+    p.files.push_back({.path = std::string(kToolsDir) + "/" + name, .content = kPipScript, .mode = 0555});
   return p;
 }
 
@@ -169,7 +227,7 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
   }
   auto request = MakeRequest(program, false);
   if (!request) return std::unexpected(request.error());
-  jail::Policy p = BasePythonPolicy();
+  jail::Policy p = BasePythonPolicy(program.wheelhouse);
   // -I: ignore PYTHON* variables and the user site; -S: skip site (Debian's .pth files cost
   // ~12 ms), the agent sets sys.path itself; -B: no .pyc writes; -u: unbuffered, for live output;
   // -X utf8: UTF-8 mode whatever the locale, as the warm interpreter (worker_main.cc) runs.

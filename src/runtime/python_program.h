@@ -59,13 +59,33 @@ struct PythonProgram {
   // session's earlier code left it (os.chdir lasts from cell to cell, as in a notebook).
   std::string cwd;
   uint32_t list_depth = 1;  // kListDir
+  // kRun: distributions installed from the wheelhouse before the code runs (wheelhouse.py in
+  // the agent; each a name with an optional version, checked there and by CheckPackageNames).
+  std::vector<std::string> packages;
+  // The host directory of the operator's wheelhouse, bound read-only at kWheelhouseDir; "" for
+  // none. The engine's setting ([packages] wheelhouse), never a request's.
+  std::string wheelhouse;
 };
+
+// At most this many names in a request's `packages`.
+inline constexpr size_t kMaxPackages = 32;
+// The request's package names, checked before anything runs: each a distribution name with
+// optional extras and version clauses, never a path, URL or option.
+Status CheckPackageNames(const std::vector<std::string>& names);
 
 // Where the interpreter and the agent live inside the jail. The agent is the package
 // execbox_agent, one file per module: .pyc when UsableAgentBytecode(), else .py.
 inline constexpr const char* kInterpreter = "/usr/bin/python3";
 inline constexpr const char* kAgentDir = "/opt/execbox/execbox_agent";
 inline constexpr const char* kRequestPath = "/opt/execbox/request.json";
+// The wheelhouse inside, the sandbox's own `pip` (the agent's wheelhouse.py) and the user base
+// installs go to (under the work dir, a name the file collection skips: jail::kPrivatePrefix).
+inline constexpr const char* kWheelhouseDir = "/opt/execbox/wheels";
+inline constexpr const char* kToolsDir = "/opt/execbox/bin";
+inline constexpr const char* kPackagesBase = "/work/.execbox-packages";
+// A wheelhouse whose requirements.txt pins --hash values takes installs only through the
+// agent's checks (pip, packages); else plain `python3 -m pip` finds its wheels too.
+inline constexpr const char* kWheelhouseHashes = "requirements.txt";
 
 // Fails for an unknown policy profile.
 Expected<jail::Policy> MakePolicy(const PythonProgram& program);
@@ -83,8 +103,9 @@ inline constexpr const char* kRestoreFile = ".execbox-restore";
 enum class StateCopy { kSnapshot, kRestore };
 std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes);
 
-// What every Python jail shares, cold or warm: interpreter, environment, system files, agent.
-jail::Policy BasePythonPolicy();
+// What every Python jail shares, cold or warm: interpreter, environment, system files, agent,
+// and the wheelhouse (a host directory, "" for none).
+jail::Policy BasePythonPolicy(const std::string& wheelhouse = "");
 
 // One file of the agent package: its name in kAgentDir ("cell.py") and its content.
 struct AgentModule {

@@ -24,6 +24,9 @@ struct WorkerOptions {
   // The zygote's memory collapsed into huge pages once warm (jail::CollapseIntoHugePages): on
   // the 2-core VM of bench/ the forks' machine CPU fell by about a fifth. Off only to measure.
   bool huge_pages = true;
+  // The operator's wheelhouse, a host directory ("" for none): bound into the zygote, and so
+  // into every child (PythonProgram::wheelhouse).
+  std::string wheelhouse;
   // Empty: DefaultWorkerBinary().
   std::string worker_binary;
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).

@@ -1,8 +1,15 @@
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
 
 #include "base/base64.h"
 #include "engine/mime.h"
 #include "engine/report.h"
+#include "jail/policy.h"
+#include "runtime/python_program.h"
 
 namespace execbox::engine {
 namespace {
@@ -92,6 +99,83 @@ TEST(Report, SyntaxErrorPosition) {
   EXPECT_EQ(r.error->line, 2);
   EXPECT_EQ(r.error->column, 5);
   EXPECT_EQ(r.error->text, "x = = 1");
+}
+
+}  // namespace
+}  // namespace execbox::engine
+
+namespace execbox::engine {
+namespace {
+
+TEST(Report, TakesInstalledPackagesAndIgnoresTheirWrongShapes) {
+  AgentReport r =
+      ParseReport(R"({"type":"installed","packages":[{"name":"a-b","version":"1.0","modules":["a_b",3]},7]})"
+                  "\n"
+                  R"({"type":"installed","packages":"not a list"})"
+                  "\n");
+  ASSERT_EQ(r.installed.size(), 1u);
+  EXPECT_EQ(r.installed[0].name, "a-b");
+  EXPECT_EQ(r.installed[0].version, "1.0");
+  EXPECT_EQ(r.installed[0].modules, std::vector<std::string>{"a_b"});
+}
+
+TEST(PackageNames, TakesNamesWithVersionsAndNothingElse) {
+  for (const char* ok : {"tqdm", "python-docx", "a_b.c", "x==1.2", "x>=1,<2", "pkg[extra]==1.0", "z~=2.1"}) {
+    EXPECT_TRUE(runtime::CheckPackageNames({ok})) << ok;
+  }
+  for (const char* bad : {"", "../x", "/var/tmp/x.whl", "-r", "--index-url=http://x",
+                          "x @ file:///etc/passwd", "a b", "x;y", "-", "x==", "http://pypi.org/simple/x"}) {
+    auto checked = runtime::CheckPackageNames({bad});
+    ASSERT_FALSE(checked) << bad;
+    EXPECT_NE(checked.error().message.find("is not a package name"), std::string::npos);
+  }
+  EXPECT_FALSE(runtime::CheckPackageNames(std::vector<std::string>(runtime::kMaxPackages + 1, "x")));
+  // A name that is not printable is not echoed back.
+  auto hidden = runtime::CheckPackageNames({"x\n\x01"});
+  ASSERT_FALSE(hidden);
+  EXPECT_EQ(hidden.error().message.find('\n'), std::string::npos);
+}
+
+TEST(PackagePolicy, TheWheelhouseIsBoundReadOnlyAndPipFindsItUnlessItPinsHashes) {
+  char dir[] = "/var/tmp/execbox-wheelhouse-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  auto has = [](const jail::Policy& p, const std::string& entry) {
+    return std::find(p.env.begin(), p.env.end(), entry) != p.env.end();
+  };
+  jail::Policy none = runtime::BasePythonPolicy();
+  EXPECT_TRUE(has(none, "PIP_NO_INDEX=1"));
+  EXPECT_FALSE(has(none, std::string("PIP_FIND_LINKS=") + runtime::kWheelhouseDir));
+  EXPECT_TRUE(std::none_of(none.binds.begin(), none.binds.end(),
+                           [](const jail::Bind& b) { return !b.inside.empty(); }));
+
+  jail::Policy plain = runtime::BasePythonPolicy(dir);
+  EXPECT_TRUE(has(plain, std::string("PIP_FIND_LINKS=") + runtime::kWheelhouseDir));
+  ASSERT_FALSE(plain.binds.empty());
+  EXPECT_EQ(plain.binds.back().path, dir);
+  EXPECT_EQ(plain.binds.back().inside, runtime::kWheelhouseDir);
+  EXPECT_TRUE(plain.binds.back().required);
+  plain.argv = {"/usr/bin/python3"};
+  EXPECT_TRUE(jail::Validate(plain));
+
+  const std::string pins = std::string(dir) + "/" + runtime::kWheelhouseHashes;
+  {
+    std::ofstream out(pins);
+    out << "x==1.0 --hash=sha256:" << std::string(64, 'a') << "\n";
+  }
+  EXPECT_FALSE(has(runtime::BasePythonPolicy(dir), std::string("PIP_FIND_LINKS=") + runtime::kWheelhouseDir));
+  ::unlink(pins.c_str());
+  ::rmdir(dir);
+}
+
+TEST(PackagePolicy, ABindsPlaceInsideIsAbsoluteWithoutDotDot) {
+  jail::Policy p = runtime::BasePythonPolicy();
+  p.argv = {"/usr/bin/python3"};
+  p.binds.push_back({.path = "/var/lib/wheels", .inside = "/opt/../etc"});
+  EXPECT_FALSE(jail::Validate(p));
+  p.binds.back().inside = "opt/wheels";
+  EXPECT_FALSE(jail::Validate(p));
+  p.binds.back().inside = "/opt/wheels";
+  EXPECT_TRUE(jail::Validate(p));
 }
 
 }  // namespace

@@ -577,7 +577,8 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
     return out;
   };
   EXPECT_EQ(keys(schemas["ExecuteRequest"]["properties"]),
-            (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "session_id"}));
+            (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "packages",
+                                   "session_id"}));
   EXPECT_EQ(schemas["ExecuteRequest"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["Limits"]["properties"]),
             (std::set<std::string>{"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",

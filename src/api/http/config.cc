@@ -1,7 +1,10 @@
 #include "api/http/config.h"
 
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -431,6 +434,20 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                       }},
                  });
            })},
+          {"packages", section([&](const toml::table& t, const std::string& prefix) {
+             return Fields(t, prefix,
+                           {
+                               {"wheelhouse",
+                                [&](const toml::node& node, const std::string& key) -> Status {
+                                  auto v = String(node, key);
+                                  if (!v) return std::unexpected(v.error());
+                                  if (!v->empty() && v->front() != '/')
+                                    return Err(node, key, "must be an absolute path");
+                                  c.wheelhouse = *v;
+                                  return {};
+                                }},
+                           });
+           })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,
                            {
@@ -457,6 +474,21 @@ std::string_view Trim(std::string_view s) {
 }
 
 }  // namespace
+
+Status CheckWheelhouse(const std::string& dir) {
+  if (dir.empty() || dir.front() != '/') return Fail("the wheelhouse must be an absolute path");
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return FailErrno("wheelhouse " + dir);
+  if (!S_ISDIR(st.st_mode)) return Fail("wheelhouse " + dir + " is not a directory");
+  if (::access(dir.c_str(), R_OK | X_OK) != 0) return FailErrno("wheelhouse " + dir);
+  // The jail builds its root on a tmpfs over /tmp: a host path beneath it cannot be bound.
+  char resolved[PATH_MAX];
+  if (::realpath(dir.c_str(), resolved) == nullptr) return FailErrno("wheelhouse " + dir);
+  if (std::string_view(resolved) == "/tmp" || std::string_view(resolved).starts_with("/tmp/"))
+    return Fail("wheelhouse " + dir +
+                " is under /tmp, where the sandbox builds its root; use another directory");
+  return {};
+}
 
 Status LoadConfigFile(const std::string& path, ServerConfig& config) {
   auto text = ReadFile(path, 1u << 20);

@@ -61,11 +61,18 @@ struct ServerConfig {
   std::chrono::seconds session_max_lifetime{24 * 3600};  // the longest E2B sandbox timeout taken
   std::string session_state_dir;  // sessions kept across restarts here (engine::SessionOptions); "": not kept
 
+  // [packages] wheelhouse: a directory of wheels the sandbox may install from (read-only,
+  // never the network; README "Packages"); "" for none.
+  std::string wheelhouse;
+
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
 
   std::string audit_log;    // path; "-" for stderr; "" for none
   bool audit_code = false;  // include the code itself in audit lines
 };
+
+// The wheelhouse is an absolute path to a directory this process can read, not under /tmp.
+Status CheckWheelhouse(const std::string& dir);
 
 // A config with every default.
 ServerConfig DefaultConfig();

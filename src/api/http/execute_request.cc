@@ -352,16 +352,34 @@ std::expected<json, Problem> ParseJsonObject(std::string_view body) {
   return std::move(builder.root());
 }
 
+// "packages": an array of strings (their form is the gate's to check: runtime::CheckPackageNames).
+std::expected<std::vector<std::string>, Problem> ReadPackages(const json& doc) {
+  std::vector<std::string> names;
+  auto it = doc.find("packages");
+  if (it == doc.end() || it->is_null()) return names;
+  if (!it->is_array()) return WrongType("packages", "an array of strings", *it);
+  if (it->size() > runtime::kMaxPackages)
+    return InvalidValue("packages", "at most " + std::to_string(runtime::kMaxPackages) + " names");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& name = (*it)[i];
+    if (!name.is_string()) return WrongType("packages[" + std::to_string(i) + "]", "a string", name);
+    names.push_back(name.get<std::string>());
+  }
+  return names;
+}
+
 std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body,
                                                                   bool allow_session_id, size_t max_files) {
   auto doc = ParseJsonObject(body);
   if (!doc) return std::unexpected(std::move(doc.error()));
   const std::string allowed =
-      allow_session_id ? Join({"code", "stdin", "files", "limits", "policy", "filename", "session_id"})
-                       : Join({"code", "stdin", "files", "limits", "policy", "filename"});
+      allow_session_id
+          ? Join({"code", "stdin", "files", "limits", "policy", "filename", "packages", "session_id"})
+          : Join({"code", "stdin", "files", "limits", "policy", "filename", "packages"});
   for (const auto& item : doc->items()) {
     const std::string& k = item.key();
-    if (k == "code" || k == "stdin" || k == "files" || k == "limits" || k == "policy" || k == "filename")
+    if (k == "code" || k == "stdin" || k == "files" || k == "limits" || k == "policy" || k == "filename" ||
+        k == "packages")
       continue;
     if (k == "session_id" && allow_session_id) continue;
     return UnknownField(k, allowed, k == "session_id" ? "; the session is the one named in the path" : "");
@@ -403,6 +421,10 @@ std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_vi
   if (!inputs) return std::unexpected(std::move(inputs.error()));
   p.inputs = std::move(*inputs);
 
+  auto packages = ReadPackages(*doc);
+  if (!packages) return std::unexpected(std::move(packages.error()));
+  p.packages = std::move(*packages);
+
   if (allow_session_id) {
     auto id = OptionalString(*doc, "session_id", "session_id");
     if (!id) return std::unexpected(std::move(id.error()));
@@ -443,10 +465,13 @@ std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body) {
     if (item.key() == "checkpoint") {
       if (!item.value().is_boolean()) return WrongType("checkpoint", "a boolean", item.value());
       out.checkpoint = item.value().get<bool>();
-    } else if (item.key() != "limits") {
-      return UnknownField(item.key(), "limits, checkpoint");
+    } else if (item.key() != "limits" && item.key() != "packages") {
+      return UnknownField(item.key(), "limits, checkpoint, packages");
     }
   }
+  auto packages = ReadPackages(*doc);
+  if (!packages) return std::unexpected(std::move(packages.error()));
+  out.packages = std::move(*packages);
   auto limits = ReadLimits(*doc);
   if (!limits) return std::unexpected(std::move(limits.error()));
   out.limits = std::move(*limits);

@@ -39,6 +39,8 @@ std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view
 struct SessionBody {
   engine::LimitOverrides limits;
   bool checkpoint = false;  // a snapshot before each execution, for /undo
+  // Installed from the wheelhouse into the new session before it is answered for.
+  std::vector<std::string> packages;
 };
 std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body);
 

@@ -32,6 +32,13 @@ nlohmann::json LeftOutJson(const std::vector<engine::LeftOut>& left_out) {
   return list;
 }
 
+nlohmann::json InstalledJson(const std::vector<engine::InstalledPackage>& installed) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& p : installed)
+    list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
+  return list;
+}
+
 HttpResponse JsonResponse(int status, const nlohmann::json& body) {
   return HttpResponse{.status = status, .body = Serialize(body)};
 }
@@ -59,10 +66,22 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "GET, POST"));
     auto body = ParseSessionBody(request.body);
     if (!body) return Fail(*exchange, body.error());
-    return Spawn([this, exchange, caller, origin, body = std::move(*body)] {
+    return Spawn([this, exchange, caller, origin, body = std::move(*body)]() mutable {
       auto info = gate_.CreateSession(caller, body.limits, origin, body.checkpoint);
       if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
-      Respond(*exchange, JsonResponse(201, SessionJson(*info)));
+      nlohmann::json out = SessionJson(*info);
+      if (!body.packages.empty()) {
+        // A session asked for with packages exists only with them: a failed install ends it.
+        auto installed = gate_.InstallPackages(caller, info->id, std::move(body.packages), origin);
+        if (!installed) {
+          (void)gate_.CloseSession(caller, info->id, origin);
+          return exchange->Respond(ProblemResponse(ProblemOf(installed.error())));
+        }
+        auto now = gate_.Session(caller, info->id);  // one execution later
+        out = SessionJson(now ? *now : *info);
+        out["installed"] = InstalledJson(*installed);
+      }
+      Respond(*exchange, JsonResponse(201, out));
     });
   }
 

@@ -16,6 +16,9 @@ from .figures import Figures, PyplotHook, patch_pyplot, seed_matplotlib_cache
 from .lint import lint, policy_error_event, public_finding
 from .protocol import event_line, safe_str
 from .streams import flush_std_streams
+from .wheelhouse import PackageInstallError
+from .wheelhouse import activate as activate_packages
+from .wheelhouse import install as install_packages
 
 class State:
     """Everything about this execution that the helpers share."""
@@ -155,6 +158,14 @@ def run(state, request):
         state.main = new_main_module(filename)
     else:  # a warm session: the globals of its earlier executions
         sys.modules["__main__"] = state.main
+    activate_packages()  # what an earlier execution or a shell's pip installed
+    if request["packages"]:
+        try:
+            installed = install_packages(request["packages"])
+        except PackageInstallError as exc:
+            _report_run_error(state, exc)
+            return 1
+        state.reporter.emit({"type": "installed", "packages": installed})
     hook = PyplotHook(state.figures)
     if "matplotlib.pyplot" in sys.modules:  # preloaded (a zygote)
         patch_pyplot(sys.modules["matplotlib.pyplot"], state.figures)

@@ -27,6 +27,23 @@ def _installed_modules():
     return sorted({m.name for m in pkgutil.iter_modules() if not m.name.startswith("_")})
 
 
+def _wheelhouse_hint(top):
+    """What pip can do about it: install from the server's wheelhouse when that has a wheel
+    whose name is the module's, else nothing (there is no network)."""
+    import os
+    from .wheelhouse import WHEELHOUSE
+    try:
+        wheels = os.listdir(WHEELHOUSE)
+    except OSError:
+        return " (pip cannot fetch it: there is no network)"
+    wanted = top.lower().replace("-", "_")
+    for wheel in wheels:
+        if wheel.endswith(".whl") and wheel.split("-", 1)[0].lower() == wanted:
+            return " (this server's wheelhouse has a wheel of it: `pip install %s` in a command, or the " \
+                   "request's packages)" % wheel.split("-", 1)[0]
+    return " (pip installs only from this server's wheelhouse, which has no wheel named so; there is no network)"
+
+
 def missing_module_note(name):
     """The note for a missing top-level module `name`, or None when it exists after all (a
     submodule or a name inside it was what failed)."""
@@ -50,7 +67,7 @@ def missing_module_note(name):
         for m in difflib.get_close_matches(top, installed, n=3, cutoff=0.75):
             if m not in close and m != top:
                 close.append(m)
-    note += " (pip cannot fetch it: there is no network)"
+    note += _wheelhouse_hint(top)
     if close:
         note += "; installed instead: " + ", ".join(close[:4])
     return note + "."

@@ -365,6 +365,16 @@ def _env_field(request):
     return dict(env)
 
 
+def _packages_field(request):
+    """The "packages" list: names for wheelhouse.install, which checks each one."""
+    packages = request.get("packages")
+    if packages is None:
+        return []
+    if not isinstance(packages, list) or not all(isinstance(p, str) for p in packages):
+        raise RequestError("packages must be a list of strings")
+    return packages
+
+
 def parse_request(request):
     """The checked request, with defaults, from the decoded JSON value."""
     if not isinstance(request, dict):
@@ -412,6 +422,7 @@ def parse_request(request):
         "env": _env_field(request),
         "cwd": _string_field(request, "cwd"),
         "depth": _int_field(request, "depth", 1),
+        "packages": _packages_field(request),
     }
 
 

@@ -1,0 +1,374 @@
+"""Installs from a host wheelhouse (README "Packages"), end to end: wheels built here with
+`pip wheel`, offline, from small packages this file writes; `execbox serve --wheelhouse` (and
+`[packages] wheelhouse` in a config file); a request's `packages`, a session's, and `pip install`
+inside a session. Refused with a clear error, the server serving on: a package the wheelhouse
+lacks, one that does not import, one bigger than the work dir, a name that is a path, URL or
+option, a wheel whose hash the wheelhouse's requirements.txt does not pin, and packages on a
+server without a wheelhouse."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import textwrap
+import unittest
+
+from harness import KEY_A, ApiTestCase, Server
+
+PIP = "/usr/bin/python3"  # Debian's, with python3-pip, -setuptools and -wheel (scripts/install-deps.sh)
+
+
+def build_wheel(into, name, modules, depends=(), data_bytes=0):
+    """A pure-Python wheel of distribution `name` 1.0 into `into`: modules {name: source}, and
+    a data file of `data_bytes` zeros (it compresses to almost nothing)."""
+    src = tempfile.mkdtemp(prefix="execbox-wheel-src-")
+    try:
+        deps = ", ".join('"%s"' % d for d in depends)
+        with open(os.path.join(src, "pyproject.toml"), "w") as f:
+            f.write(textwrap.dedent(f"""\
+                [build-system]
+                requires = ["setuptools"]
+                build-backend = "setuptools.build_meta"
+                [project]
+                name = "{name}"
+                version = "1.0"
+                dependencies = [{deps}]
+                [tool.setuptools]
+                py-modules = [{", ".join('"%s"' % m for m in modules)}]
+                """))
+        for module, source in modules.items():
+            with open(os.path.join(src, module + ".py"), "w") as f:
+                f.write(source)
+        if data_bytes:
+            # Package data of a py-modules project: declared through MANIFEST + data-files.
+            with open(os.path.join(src, "pyproject.toml"), "a") as f:
+                f.write('data-files = {"share/bulk" = ["bulk.bin"]}\n')
+            with open(os.path.join(src, "bulk.bin"), "wb") as f:
+                f.truncate(data_bytes)
+        done = subprocess.run([PIP, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index",
+                               "--no-cache-dir", "-q", "-w", into, src], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"pip wheel {name}: {done.stderr}")
+    finally:
+        shutil.rmtree(src, True)
+    wheel = [w for w in os.listdir(into) if w.startswith(name.replace("-", "_") + "-1.0-")]
+    return os.path.join(into, wheel[0])
+
+
+def sha256_file(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class WheelhouseTest(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Not under /tmp: the jail builds its root on a tmpfs there (the server refuses it).
+        cls.root = tempfile.mkdtemp(prefix="execbox-wheelhouse-", dir="/var/tmp")
+        os.chmod(cls.root, 0o755)
+        cls.house = os.path.join(cls.root, "plain")
+        os.mkdir(cls.house)
+        build_wheel(cls.house, "execbox-demo-dep", {"execbox_demo_dep": "ANSWER = 42\n"})
+        build_wheel(cls.house, "execbox-demo", {"execbox_demo": "from execbox_demo_dep import ANSWER\n"
+                                                                "def greet():\n    return 'hello %d' % ANSWER\n"},
+                    depends=["execbox-demo-dep"])
+        build_wheel(cls.house, "execbox-broken", {"execbox_broken": "raise RuntimeError('broken on purpose')\n"})
+        # 96 MB unpacked, more than the 64 MB work dir; a few hundred KB as a wheel.
+        build_wheel(cls.house, "execbox-huge", {"execbox_huge": "X = 1\n"}, data_bytes=96 << 20)
+
+        # A second wheelhouse whose requirements.txt pins hashes: the demo pair pinned right,
+        # execbox-tampered pinned with another hash, execbox-unpinned not at all.
+        cls.pinned = os.path.join(cls.root, "pinned")
+        os.mkdir(cls.pinned)
+        for w in os.listdir(cls.house):
+            if w.startswith("execbox_demo"):
+                shutil.copy(os.path.join(cls.house, w), cls.pinned)
+        build_wheel(cls.pinned, "execbox-tampered", {"execbox_tampered": "T = 1\n"})
+        build_wheel(cls.pinned, "execbox-unpinned", {"execbox_unpinned": "U = 1\n"})
+        lines = []
+        for w in sorted(os.listdir(cls.pinned)):
+            name = w.split("-")[0].replace("_", "-")
+            digest = sha256_file(os.path.join(cls.pinned, w))
+            if name == "execbox-unpinned":
+                continue
+            if name == "execbox-tampered":
+                digest = hashlib.sha256(b"another build").hexdigest()
+            lines.append(f"{name}==1.0 \\\n    --hash=sha256:{digest}")
+        with open(os.path.join(cls.pinned, "requirements.txt"), "w") as f:
+            f.write("# pinned by the test\n" + "\n".join(lines) + "\n")
+
+        # A wheel's name on a link that leads out of the wheelhouse.
+        outside = [w for w in os.listdir(cls.pinned) if w.startswith("execbox_unpinned")][0]
+        os.symlink(os.path.join("..", "pinned", outside), os.path.join(cls.house, "execbox_escape-1.0-py3-none-any.whl"))
+
+        cls.server = Server(name="wheelhouse", flags=["--wheelhouse", cls.house]).start()
+        cls.pinned_server = Server(name="wheelhouse-pinned",
+                                   config=f'[packages]\nwheelhouse = "{cls.pinned}"\n').start()
+
+    @classmethod
+    def tearDownClass(cls):
+        for s in (cls.server, cls.pinned_server):
+            s.stop()
+        shutil.rmtree(cls.root, True)
+
+    def run_code(self, code, server=None, status=None, path="/v1/execute", **fields):
+        r = (server or self.server).execute(code, path=path, **fields)
+        return self.assertResult(r, status, server)
+
+    def create_session(self, server=None, **body):
+        r = (server or self.server).request("POST", "/v1/sessions", body)
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["id"]
+        self.addCleanup((server or self.server).request, "DELETE", f"/v1/sessions/{sid}")
+        return r.json()
+
+    def assertServes(self, server=None):
+        self.assertEqual(self.run_code("1 + 1", server, "ok")["result"]["data"]["text/plain"], "2")
+
+    def test_a_requests_packages_install_with_their_dependencies_and_import(self):
+        r = self.run_code("import execbox_demo\nexecbox_demo.greet()", status="ok", packages=["execbox-demo"])
+        self.assertEqual(r["result"]["data"]["text/plain"], "'hello 42'")
+        installed = {p["name"]: p for p in r["installed"]}
+        self.assertEqual(set(installed), {"execbox-demo", "execbox-demo-dep"}, r["installed"])
+        self.assertEqual(installed["execbox-demo"]["modules"], ["execbox_demo"])
+        self.assertEqual(installed["execbox-demo"]["version"], "1.0")
+        # Installed into the work dir, and never returned as the code's files.
+        self.assertEqual(r["files"], [])
+        self.assertEqual(r["skipped_files"], [])
+        # One execution's install is its own: the next one-shot starts without it.
+        r = self.run_code("import execbox_demo", status="error")
+        self.assertEqual(r["error"]["ename"], "ModuleNotFoundError")
+
+    def test_a_sessions_packages_stay_for_its_executions(self):
+        info = self.create_session(packages=["execbox-demo==1.0"])
+        sid = info["id"]
+        self.assertEqual({p["name"] for p in info["installed"]}, {"execbox-demo", "execbox-demo-dep"})
+        self.assertEqual(info["executions"], 1)
+        path = f"/v1/sessions/{sid}/execute"
+        r = self.run_code("import execbox_demo\nexecbox_demo.greet()", status="ok", path=path)
+        self.assertEqual(r["result"]["data"]["text/plain"], "'hello 42'")
+        # The packages are the session's, not the code's files.
+        r = self.run_code("import os\nsorted(os.listdir('.'))", status="ok", path=path)
+        self.assertEqual(r["result"]["data"]["text/plain"], "['.execbox-packages']")
+        self.assertEqual(r["files"], [])
+
+    def test_pip_install_inside_a_session(self):
+        sid = self.create_session()["id"]
+        path = f"/v1/sessions/{sid}/execute"
+        # pip in the sandbox's shell: from the wheelhouse, into the session, then importable by
+        # the session's next execution.
+        r = self.run_code("import subprocess\n"
+                          "p = subprocess.run(['pip', 'install', 'execbox-demo'], capture_output=True, text=True)\n"
+                          "print(p.returncode, p.stdout, p.stderr)", status="ok", path=path)
+        self.assertEqual(r["stdout"].split(),
+                         ["0", "Successfully", "installed", "execbox-demo-1.0", "execbox-demo-dep-1.0"], r["stdout"])
+        r = self.run_code("import execbox_demo\nexecbox_demo.greet()", status="ok", path=path)
+        self.assertEqual(r["result"]["data"]["text/plain"], "'hello 42'")
+        self.assertEqual(r["files"], [])
+        r = self.run_code("import subprocess\n"
+                          "p = subprocess.run(['pip', 'install', 'execbox-huge'], capture_output=True, text=True)\n"
+                          "print(p.returncode, p.stderr)\n"
+                          "q = subprocess.run(['pip', 'install', 'execbox-demo'], capture_output=True, text=True)\n"
+                          "print(q.returncode, q.stdout)", status="ok", path=path)
+        first, second = r["stdout"].split("\n", 1)
+        self.assertTrue(first.startswith("1 ERROR: refused: the wheels unpack to"), r["stdout"])
+        self.assertIn("0 Requirement already satisfied", second)
+        r = self.run_code("import subprocess\n"
+                          "for args in (['pip', 'install', '../../etc/passwd'],\n"
+                          "             ['pip', 'install', '--index-url', 'http://pypi.org/simple', 'six'],\n"
+                          "             ['pip', 'install', 'execbox-nothere']):\n"
+                          "    p = subprocess.run(args, capture_output=True, text=True)\n"
+                          "    print(p.returncode, p.stderr.strip())", status="ok", path=path)
+        lines = r["stdout"].splitlines()
+        self.assertTrue(lines[0].startswith("1 ERROR: '../../etc/passwd' is not a package name"), lines)
+        self.assertTrue(lines[1].startswith("1 ERROR: option --index-url is not supported here"), lines)
+        self.assertIn("the wheelhouse has no wheel for execbox-nothere", lines[2])
+        # pip's other commands are pip's own.
+        r = self.run_code("import subprocess\n"
+                          "print(subprocess.run('pip list 2>/dev/null | grep execbox-demo', shell=True,\n"
+                          "                     capture_output=True, text=True).stdout)", status="ok", path=path)
+        self.assertEqual(r["stdout"].split(), ["execbox-demo", "1.0", "execbox-demo-dep", "1.0"], r["stdout"])
+
+    def test_a_package_that_does_not_import_is_refused_and_removed(self):
+        sid = self.create_session()["id"]
+        path = f"/v1/sessions/{sid}/execute"
+        r = self.run_code("print('never runs')", status="error", path=path, packages=["execbox-broken"])
+        self.assertEqual(r["error"]["ename"], "PackageInstallError")
+        self.assertIn("installed execbox-broken 1.0, but it does not import: RuntimeError: broken on purpose",
+                      r["error"]["evalue"])
+        self.assertEqual(r["stdout"], "")
+        self.assertNotIn("installed", r)
+        r = self.run_code("import importlib.util\nimportlib.util.find_spec('execbox_broken') is None",
+                          status="ok", path=path)
+        self.assertEqual(r["result"]["data"]["text/plain"], "True")
+        self.assertServes()
+
+    def test_a_missing_or_oversized_package_is_a_clear_error(self):
+        r = self.run_code("1", status="error", packages=["execbox-nothere"])
+        self.assertEqual(r["error"]["ename"], "PackageInstallError")
+        self.assertIn("the wheelhouse has no wheel for execbox-nothere", r["error"]["evalue"])
+        r = self.run_code("1", status="error", packages=["execbox-huge"])
+        self.assertRegex(r["error"]["evalue"], r"refused: the wheels unpack to 100\.\d MB, more than the [\d.]+ MB free")
+        # With a bigger disk the same wheel fits.
+        r = self.run_code("import execbox_huge\nexecbox_huge.X", status="ok", packages=["execbox-huge"],
+                          limits={"disk_mb": 160})
+        self.assertEqual([p["name"] for p in r["installed"]], ["execbox-huge"])
+        self.assertServes()
+
+    def test_a_link_out_of_the_wheelhouse_installs_nothing(self):
+        r = self.run_code("1", status="error", packages=["execbox-escape"])
+        self.assertEqual(r["error"]["ename"], "PackageInstallError")
+        self.assertIn("No such file or directory", r["error"]["evalue"])  # the link's target is not in the sandbox
+        self.assertNotIn("installed", r)
+        self.assertServes()
+
+    def test_a_session_whose_packages_fail_is_not_created(self):
+        before = self.server.request("GET", "/v1/sessions").json()["sessions"]
+        r = self.server.request("POST", "/v1/sessions", {"packages": ["execbox-nothere"]})
+        body = self.assertProblem(r, 422, "package-install-failed")
+        self.assertIn("the wheelhouse has no wheel for execbox-nothere", body["detail"])
+        self.assertEqual(self.server.request("GET", "/v1/sessions").json()["sessions"], before)
+
+    def test_names_that_are_paths_urls_or_options_are_refused_before_running(self):
+        for name in ("../../etc/passwd", "/var/tmp/x.whl", "--index-url=http://x", "x @ file:///etc/passwd",
+                     "a b", "", "tqdm; os.system('id')", "x" * 200, "é"):
+            r = self.server.execute("1", packages=[name])
+            body = self.assertProblem(r, 400, "invalid-packages")
+            self.assertIn("is not a package name", body["detail"])
+        self.assertProblem(self.server.execute("1", packages="tqdm"), 400, "wrong-type")
+        self.assertProblem(self.server.execute("1", packages=[1]), 400, "wrong-type")
+        self.assertProblem(self.server.execute("1", packages=["a"] * 33), 400)
+        self.assertProblem(self.server.request("POST", "/v1/sessions", {"packages": ["../x"]}), 400,
+                           "invalid-packages")
+        self.assertServes()
+
+    def test_a_pinned_wheelhouse_installs_only_what_its_hashes_match(self):
+        s = self.pinned_server
+        r = self.run_code("import execbox_demo\nexecbox_demo.greet()", s, "ok", packages=["execbox-demo"])
+        self.assertEqual(r["result"]["data"]["text/plain"], "'hello 42'")
+        r = self.run_code("1", s, "error", packages=["execbox-tampered"])
+        self.assertIn("refused execbox-tampered 1.0: its wheel's sha256 matches none of the hashes pinned",
+                      r["error"]["evalue"])
+        r = self.run_code("1", s, "error", packages=["execbox-unpinned"])
+        self.assertIn("refused execbox-unpinned 1.0: the wheelhouse's requirements.txt pins no hash",
+                      r["error"]["evalue"])
+        # pip itself (python3 -m pip, around the checks) does not see a pinned wheelhouse.
+        r = self.run_code("import subprocess, sys\n"
+                          "p = subprocess.run(['/usr/bin/python3', '-m', 'pip', 'install', 'execbox-unpinned'],\n"
+                          "                   capture_output=True, text=True)\n"
+                          "p.returncode", s, "ok")
+        self.assertEqual(r["result"]["data"]["text/plain"], "1")
+        self.assertServes(s)
+
+
+class NoWheelhouseTest(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(name="no-wheelhouse").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_packages_without_a_wheelhouse_are_refused(self):
+        body = self.assertProblem(self.server.execute("1", packages=["tqdm"]), 409, "no-wheelhouse")
+        self.assertIn("has no wheelhouse", body["detail"])
+        # pip in the sandbox says so too, at once (no network, no index).
+        r = self.server.execute("import subprocess\n"
+                                "p = subprocess.run(['pip', 'install', 'tqdm'], capture_output=True, text=True)\n"
+                                "print(p.returncode, p.stderr)")
+        result = self.assertResult(r, "ok")
+        self.assertTrue(result["stdout"].startswith("1 ERROR: this server has no wheelhouse"), result["stdout"])
+
+    def test_a_wheelhouse_under_tmp_or_missing_stops_the_start(self):
+        with tempfile.TemporaryDirectory() as under_tmp:
+            for where, said in ((under_tmp, "is under /tmp"), ("/nonexistent/wheels", "No such file"),
+                                ("relative/wheels", "absolute path")):
+                s = Server(name="bad-wheelhouse", flags=["--wheelhouse", where])
+                s.spawn()
+                self.assertEqual(s.wait_exit(), 64, s.stderr_text())
+                self.assertIn(said, s.stderr_text())
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Imports models write most in analysis code, with the Debian 12 package that has each (None:
+# Debian has none). The issue's probe: 16 of 36 imported before the standard set.
+PROBE = {
+    "numpy": "python3-numpy", "pandas": "python3-pandas", "matplotlib": "python3-matplotlib",
+    "scipy": "python3-scipy", "sklearn": "python3-sklearn", "seaborn": "python3-seaborn",
+    "statsmodels": "python3-statsmodels", "sympy": "python3-sympy", "networkx": "python3-networkx",
+    "PIL": "python3-pil", "bs4": "python3-bs4", "openpyxl": "python3-openpyxl", "yaml": "python3-yaml",
+    "lxml": "python3-lxml", "dateutil": "python3-dateutil", "joblib": "python3-joblib", "tqdm": "python3-tqdm",
+    "plotly": "python3-plotly", "bokeh": None, "cv2": "python3-opencv", "nltk": "python3-nltk",
+    "xlrd": "python3-xlrd", "tabulate": "python3-tabulate", "requests": "python3-requests", "pyarrow": None,
+    "polars": None, "numba": "python3-numba", "sqlalchemy": "python3-sqlalchemy", "xgboost": "python3-xgboost",
+    "lightgbm": None, "torch": "python3-torch", "jinja2": "python3-jinja2", "docx": "python3-docx",
+    "pptx": None, "pypdf": "python3-pypdf", "reportlab": "python3-reportlab",
+}
+
+
+def package_list(name):
+    with open(os.path.join(HERE, "..", "..", "scripts", name)) as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
+
+
+def host_has(package):
+    done = subprocess.run(["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True)
+    return done.returncode == 0 and "install ok installed" in done.stdout
+
+
+class ImportProbeTest(ApiTestCase):
+    """Every module of the probe whose Debian package is in the standard set imports in the
+    sandbox, in one execution; one of the full set imports when this host has its package; one
+    Debian lacks is a ModuleNotFoundError that says it is not installed."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server(name="import-probe").start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def test_the_probe_imports_what_the_package_sets_hold(self):
+        standard, full = package_list("python-packages.txt"), package_list("python-packages-full.txt")
+        code = ("import importlib, json\n"
+                "out = {}\n"
+                "for m in %r:\n"
+                "    try:\n"
+                "        importlib.import_module(m)\n"
+                "        out[m] = 'ok'\n"
+                "    except Exception as e:\n"
+                "        out[m] = '%%s: %%s %%s' %% (type(e).__name__, e, ' '.join(getattr(e, '__notes__', [])))\n"
+                "print(json.dumps(out))" % sorted(PROBE))
+        # torch and opencv (the full set) take more than the default 256 MB between them.
+        r = self.assertResult(self.server.execute(code, limits={"memory_mb": 2048, "timeout_seconds": 240,
+                                                                "cpu_seconds": 240}), "ok")
+        seen = json.loads(r["stdout"].strip().splitlines()[-1])
+        imported = sorted(m for m, v in seen.items() if v == "ok")
+        for module, package in PROBE.items():
+            if package in standard:
+                self.assertEqual(seen[module], "ok", module)
+            elif package in full:
+                self.assertEqual(seen[module] == "ok", host_has(package), f"{module}: {seen[module]}")
+            else:
+                self.assertIsNone(package, f"{module}'s {package} is in neither set")
+                self.assertTrue(seen[module].startswith("ModuleNotFoundError"), seen[module])
+        in_standard = [m for m, p in PROBE.items() if p in standard]
+        self.assertGreaterEqual(len(in_standard), 29, in_standard)
+        print(f"\n    import probe: {len(imported)} of {len(PROBE)} import", end=" ")
+        # Uncaught, the error says what is there instead.
+        r = self.assertResult(self.server.execute("import polars as pl"), "error")
+        self.assertIn("execbox: no module named 'polars' is installed in this sandbox", r["stderr"])
+        self.assertIn("installed instead: pandas", r["stderr"])
+        # The same modules are in the catalog the API states.
+        listed = self.server.request("GET", "/v1/packages").json()
+        modules = {m for p in listed["packages"] for m in p["modules"]}
+        for module in in_standard:
+            self.assertIn(module, modules)
