@@ -34,7 +34,7 @@ struct ReplArgs {
 
 const char* const kReplHelp =
     "Reads Python from standard input one cell at a time and runs each cell in the same sandboxed\n"
-    "session, so variables and imports persist (numpy, pandas, matplotlib and scipy are preloaded).\n"
+    "session, so variables and imports persist (numpy, pandas, matplotlib, scipy and more are preloaded).\n"
     "On a terminal it shows a banner and the prompts >>> and ... on stderr; piped input gets neither.\n"
     "\n"
     "A cell is one top-level statement, as in Python's REPL. It goes on while a bracket or a\n"
@@ -394,8 +394,8 @@ Expected<std::unique_ptr<engine::Engine>> StartEngine() {
 }
 
 std::string Banner(const std::string& id, const jail::Limits& l) {
-  return "execbox repl: sandboxed Python with numpy, pandas, matplotlib and scipy preloaded; session " + id +
-         "; each cell may use " + std::to_string(l.wall_time.count() / 1000) + " s and " +
+  return "execbox repl: sandboxed Python with numpy, pandas, matplotlib, scipy and more preloaded; session " +
+         id + "; each cell may use " + std::to_string(l.wall_time.count() / 1000) + " s and " +
          std::to_string(l.memory_bytes >> 20) + " MiB. exit() or Ctrl-D leaves.\n";
 }
 
