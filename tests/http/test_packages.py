@@ -14,7 +14,7 @@ import tempfile
 import textwrap
 import unittest
 
-from harness import KEY_A, ApiTestCase, Server
+from harness import ApiTestCase, McpClient, Server, tool_text
 
 PIP = "/usr/bin/python3"  # Debian's, with python3-pip, -setuptools and -wheel (scripts/install-deps.sh)
 
@@ -216,6 +216,23 @@ class WheelhouseTest(ApiTestCase):
         self.assertEqual([p["name"] for p in r["installed"]], ["execbox-huge"])
         self.assertServes()
 
+    def test_mcp_offers_packages_where_there_is_a_wheelhouse(self):
+        client = McpClient(self.server)
+        client.initialize()
+        self.addCleanup(client.delete)
+        tool = client.tools()["execute_python"]
+        self.assertIn("packages", tool["inputSchema"]["properties"])
+        self.assertIn("wheelhouse", tool["description"])
+        result = client.call("execute_python", {"code": "import execbox_demo\nexecbox_demo.greet()",
+                                                "packages": ["execbox-demo"]})
+        self.assertFalse(result.get("isError"), result)
+        self.assertIn("'hello 42'", tool_text(result))
+        self.assertEqual({p["name"] for p in result["structuredContent"]["installed"]},
+                         {"execbox-demo", "execbox-demo-dep"})
+        result = client.call("execute_python", {"code": "1", "packages": ["../x"]})
+        self.assertTrue(result.get("isError"), result)
+        self.assertIn("invalid-packages", tool_text(result))
+
     def test_a_link_out_of_the_wheelhouse_installs_nothing(self):
         r = self.run_code("1", status="error", packages=["execbox-escape"])
         self.assertEqual(r["error"]["ename"], "PackageInstallError")
@@ -270,6 +287,14 @@ class NoWheelhouseTest(ApiTestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
+
+    def test_mcp_offers_no_packages_without_a_wheelhouse(self):
+        client = McpClient(self.server)
+        client.initialize()
+        self.addCleanup(client.delete)
+        tool = client.tools()["execute_python"]
+        self.assertNotIn("packages", tool["inputSchema"]["properties"])
+        self.assertIn("Nothing else can be installed: no network", tool["description"])
 
     def test_packages_without_a_wheelhouse_are_refused(self):
         body = self.assertProblem(self.server.execute("1", packages=["tqdm"]), 409, "no-wheelhouse")

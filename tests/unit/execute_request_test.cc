@@ -660,3 +660,25 @@ TEST(OpenApiDocument, ResultSchemaNamesEveryStatus) {
 
 }  // namespace
 }  // namespace execbox::api
+
+namespace execbox::api {
+namespace {
+
+TEST(McpToolSchemas, OfferPackagesOnlyWithAWheelhouse) {
+  engine::LimitsConfig config;
+  auto execute_properties = [&](bool wheelhouse) {
+    for (const auto& t : ToolDefinitions(config, {"numpy"}, wheelhouse))
+      if (t["name"] == "execute_python") return t["inputSchema"]["properties"];
+    return json();
+  };
+  EXPECT_FALSE(execute_properties(false).contains("packages"));
+  EXPECT_EQ(execute_properties(true)["packages"]["items"]["type"], "string");
+  auto parsed = ParseExecuteArguments(json{{"code", "import x"}, {"packages", {"x==1.0", "y"}}});
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->program.packages, (std::vector<std::string>{"x==1.0", "y"}));
+  EXPECT_FALSE(ParseExecuteArguments(json{{"code", ""}, {"packages", "x"}}));
+  EXPECT_FALSE(ParseExecuteArguments(json{{"code", ""}, {"packages", {1}}}));
+}
+
+}  // namespace
+}  // namespace execbox::api

@@ -133,8 +133,10 @@ void McpServer::Dispatch(const json& message) {
   } else if (method == "tools/list") {
     // Listed when the server started (serve, mcp); never run here, on the caller's thread.
     auto packages = gate_.ListedPackages();
-    Send(MakeResult(id, {{"tools", ToolDefinitions(gate_.limits(), packages ? engine::ModuleNames(*packages)
-                                                                            : std::vector<std::string>{})}}),
+    Send(MakeResult(id, {{"tools", ToolDefinitions(
+                                       gate_.limits(),
+                                       packages ? engine::ModuleNames(*packages) : std::vector<std::string>{},
+                                       !gate_.engine().wheelhouse().empty())}}),
          id);
   } else if (method == "tools/call") {
     StartToolCall(id, params);

@@ -22,9 +22,19 @@ json LimitProperties(const engine::LimitsConfig& limits) {
   return engine::LimitsJsonSchema(limits)["properties"];
 }
 
-json ExecuteInputSchema(const engine::LimitsConfig& limits) {
+json ExecuteInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
   json properties = LimitProperties(limits);
   properties["code"] = {{"type", "string"}, {"description", "Python 3 source to run."}};
+  if (wheelhouse) {
+    properties["packages"] = {
+        {"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"maxItems", runtime::kMaxPackages},
+        {"description",
+         "Packages to install from this server's wheelhouse (never the network) before the code runs, "
+         "e.g. [\"polars\"] or [\"name==1.2\"]; in a session they stay installed. Inside the sandbox, "
+         "`pip install NAME` does the same."}};
+  }
   properties["session_id"] = {
       {"type", "string"},
       {"description",
@@ -94,7 +104,14 @@ json ExecuteOutputSchema() {
                 {"generation", count},
                 {"state", {{"type", "string"}, {"enum", {"preserved", "lost"}}}},
                 {"reason", str}}},
-              {"required", {"id", "generation", "state"}}}}}},
+              {"required", {"id", "generation", "state"}}}},
+            {"installed",
+             {{"type", "array"},
+              {"items",
+               {{"type", "object"},
+                {"properties",
+                 {{"name", str}, {"version", str}, {"modules", {{"type", "array"}, {"items", str}}}}},
+                {"required", {"name", "version", "modules"}}}}}}}},
           {"required", {"status", "stdout", "stderr", "result", "display", "error", "files", "usage"}}};
 }
 
@@ -148,13 +165,16 @@ engine::Refusal BadArgument(std::string detail) {
 
 }  // namespace
 
-json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::string>& modules) {
+json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::string>& modules,
+                     bool wheelhouse) {
   std::string installed;
   for (const auto& m : modules) installed += (installed.empty() ? "" : ", ") + m;
   installed =
       installed.empty()
           ? ""
-          : " Installed besides the standard library (nothing else can be: no network): " + installed + ".";
+          : " Installed besides the standard library: " + installed +
+                (wheelhouse ? ". Others only from this server's wheelhouse (packages argument); no network."
+                            : ". Nothing else can be installed: no network.");
   return json::array({
       Tool("execute_python", "Run Python",
            "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
@@ -164,7 +184,7 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
            "calls. "
            "Limits not given take this server's defaults (see each argument's default and maximum)." +
                installed,
-           ExecuteInputSchema(limits), ExecuteOutputSchema()),
+           ExecuteInputSchema(limits, wheelhouse), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "
@@ -197,6 +217,13 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
         return std::unexpected(BadArgument("'session_id' must be a non-empty string"));
       }
       request.session_id = value.get<std::string>();
+    } else if (key == "packages") {
+      if (value.is_null()) continue;
+      if (!value.is_array()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
+      for (const auto& name : value) {
+        if (!name.is_string()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
+        request.program.packages.push_back(name.get<std::string>());
+      }
     } else if (const engine::LimitSpec* spec = engine::FindLimit(key)) {
       auto limit = engine::ReadLimitOverride(*spec, value, "");
       if (!limit) return std::unexpected(std::move(limit.error()));

@@ -17,10 +17,12 @@ namespace execbox::api {
 
 // tools/list's "tools" array. `modules`: what the sandbox can import (engine/packages.h), named
 // in execute_python's description; empty when the listing failed (a shorter description).
+// `wheelhouse`: the server has one, and execute_python takes `packages` to install from it
+// (without one the argument is not offered: it could only be refused).
 nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
-                               const std::vector<std::string>& modules = {});
+                               const std::vector<std::string>& modules = {}, bool wheelhouse = false);
 
-// execute_python's arguments {code, session_id?, <limit>?...} as the gate's request. A bad
+// execute_python's arguments {code, session_id?, packages?, <limit>?...} as the gate's request. A bad
 // argument is a refusal whose detail is meant for the model to correct itself.
 engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments);
 // create_session's arguments: the limits the session is created with.
