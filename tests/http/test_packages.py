@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import tempfile
 import textwrap
 import unittest
@@ -98,6 +99,13 @@ class WheelhouseTest(ApiTestCase):
         with open(os.path.join(cls.pinned, "requirements.txt"), "w") as f:
             f.write("# pinned by the test\n" + "\n".join(lines) + "\n")
 
+        # A source distribution only: it would have to be built, which the sandbox never does.
+        sdist = os.path.join(cls.root, "execbox_sdist-1.0")
+        os.mkdir(sdist)
+        with open(os.path.join(sdist, "setup.py"), "w") as f:
+            f.write("raise SystemExit('a build ran')\n")
+        with tarfile.open(os.path.join(cls.house, "execbox_sdist-1.0.tar.gz"), "w:gz") as tar:
+            tar.add(sdist, arcname="execbox_sdist-1.0")
         # A wheel's name on a link that leads out of the wheelhouse.
         outside = [w for w in os.listdir(cls.pinned) if w.startswith("execbox_unpinned")][0]
         os.symlink(os.path.join("..", "pinned", outside), os.path.join(cls.house, "execbox_escape-1.0-py3-none-any.whl"))
@@ -208,6 +216,9 @@ class WheelhouseTest(ApiTestCase):
         r = self.run_code("1", status="error", packages=["execbox-nothere"])
         self.assertEqual(r["error"]["ename"], "PackageInstallError")
         self.assertIn("the wheelhouse has no wheel for execbox-nothere", r["error"]["evalue"])
+        # Only wheels install: a package the wheelhouse has as source only would need a build.
+        r = self.run_code("1", status="error", packages=["execbox-sdist"])
+        self.assertIn("the wheelhouse has no wheel for execbox-sdist", r["error"]["evalue"])
         r = self.run_code("1", status="error", packages=["execbox-huge"])
         self.assertRegex(r["error"]["evalue"], r"refused: the wheels unpack to 100\.\d MB, more than the [\d.]+ MB free")
         # With a bigger disk the same wheel fits.
