@@ -31,9 +31,12 @@ class PackageInstallError(Exception):
 PackageInstallError.__module__ = "builtins"  # its traceback line reads as Python's own errors do
 
 
+def user_base():
+    return os.environ.get("PYTHONUSERBASE") or "/work/.execbox-packages"
+
+
 def site_dir():
-    base = os.environ.get("PYTHONUSERBASE") or "/work/.execbox-packages"
-    return os.path.join(base, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+    return os.path.join(user_base(), "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
 
 
 def activate():
@@ -151,7 +154,7 @@ def _check_wheels(chosen):
     import hashlib
     import zipfile
     pins = _pins()
-    st = os.statvfs(os.environ.get("HOME") or ".")
+    st = os.statvfs(os.path.dirname(user_base()))  # the work dir, whatever this execution's HOME
     free = st.f_bavail * st.f_frsize
     needed = 0
     for name, version, path in chosen:
