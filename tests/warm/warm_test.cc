@@ -279,12 +279,15 @@ TEST_F(Warm, ErrorsPointAtTheUsersLine) {
 }
 
 TEST_F(Warm, TheEnvironmentIsTheSandboxsOwn) {
-  // Nothing of the host's environment (or the zygote's secrets, of which it holds none).
+  // Nothing of the host's environment (or the zygote's secrets, of which it holds none): the
+  // base policy's, pip's settings for installs from the wheelhouse included (no wheelhouse here).
   Result r = Run("import os\nprint(sorted(os.environ))");
   EXPECT_EQ(
       Out(r),
       "['HOME', 'LANG', 'LC_ALL', 'MKL_NUM_THREADS', 'MPLBACKEND', 'MPLCONFIGDIR', 'NUMEXPR_MAX_THREADS', "
-      "'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PYTHONDONTWRITEBYTECODE', 'PYTHONIOENCODING', "
+      "'OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'PATH', 'PIP_BREAK_SYSTEM_PACKAGES', "
+      "'PIP_DISABLE_PIP_VERSION_CHECK', 'PIP_NO_CACHE_DIR', 'PIP_NO_INDEX', 'PIP_ONLY_BINARY', "
+      "'PIP_ROOT_USER_ACTION', 'PIP_USER', 'PYTHONDONTWRITEBYTECODE', 'PYTHONIOENCODING', 'PYTHONUSERBASE', "
       "'TMPDIR', 'XDG_CACHE_HOME', 'XDG_CONFIG_HOME']\n")
       << Describe(r);
 }
