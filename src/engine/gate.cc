@@ -462,6 +462,12 @@ Refused<void> Gate::SetSessionLifetime(const Caller& caller, const std::string& 
 }
 
 Refused<PackageCatalog> Gate::Packages() {
+  auto catalog = ListPackagesOnce();
+  if (catalog && !engine_.wheelhouse().empty()) catalog->wheelhouse = ListWheelhouse(engine_.wheelhouse());
+  return catalog;
+}
+
+Refused<PackageCatalog> Gate::ListPackagesOnce() {
   std::lock_guard lock(packages_mu_);
   if (packages_) return *packages_;
   // The listing runs outside admission: after a failure, callers get that failure again for a

@@ -144,7 +144,8 @@ class Gate {
 
   // What the sandbox's interpreter has installed (packages.h): listed once, by running the
   // listing in a sandbox with this server's default limits, then kept. A failure is logged under
-  // an incident id and tried again at the next call.
+  // an incident id and tried again at the next call. With a wheelhouse, its wheels too, read
+  // at each call.
   Refused<PackageCatalog> Packages();
   // The same when it has been listed already, at once; nullopt otherwise (never waits or runs).
   std::optional<PackageCatalog> ListedPackages();
@@ -160,6 +161,7 @@ class Gate {
   // The limits an execution runs with, for a one-shot or for a session's execution.
   Refused<jail::Limits> ResolveLimits(const LimitOverrides& overrides, const jail::Limits* session) const;
   Refused<void> CheckInputs(const runtime::PythonProgram& program) const;
+  Refused<PackageCatalog> ListPackagesOnce();
   Refused<void> CheckMode(const ExecutionRequest& request) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
   // A failure of the sandbox, logged with an incident id; the refusal says only that.

@@ -1,7 +1,11 @@
 #include "engine/packages.h"
 
+#include <dirent.h>
+
 #include <algorithm>
+#include <cctype>
 #include <set>
+#include <string_view>
 
 namespace execbox::engine {
 namespace {
@@ -80,7 +84,43 @@ nlohmann::json ToJson(const PackageCatalog& catalog) {
   nlohmann::json packages = nlohmann::json::array();
   for (const auto& p : catalog.packages)
     packages.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
-  return {{"python", catalog.python}, {"packages", packages}};
+  nlohmann::json j = {{"python", catalog.python}, {"packages", packages}};
+  if (catalog.wheelhouse) {
+    nlohmann::json wheels = nlohmann::json::array();
+    for (const auto& w : *catalog.wheelhouse) wheels.push_back({{"name", w.name}, {"version", w.version}});
+    j["wheelhouse"] = std::move(wheels);
+  }
+  return j;
+}
+
+std::vector<WheelhouseEntry> ListWheelhouse(const std::string& dir, size_t most) {
+  std::set<std::pair<std::string, std::string>> found;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return {};
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view file(e->d_name);
+    // name-version(-build)?-python-abi-platform.whl, name with "_" for any run of "-_.".
+    if (!file.ends_with(".whl") || file.size() > 255) continue;
+    size_t first = file.find('-');
+    size_t second = first == std::string_view::npos ? first : file.find('-', first + 1);
+    if (first == 0 || second == std::string_view::npos) continue;
+    std::string name;
+    for (char c : file.substr(0, first)) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.') {
+        name.clear();
+        break;
+      }
+      name += c == '_' || c == '.' ? '-' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+    std::string version(file.substr(first + 1, second - first - 1));
+    if (name.empty() || version.empty()) continue;
+    found.emplace(std::move(name), std::move(version));
+    if (found.size() >= most) break;
+  }
+  ::closedir(d);
+  std::vector<WheelhouseEntry> out;
+  for (const auto& [name, version] : found) out.push_back({.name = name, .version = version});
+  return out;
 }
 
 std::vector<std::string> ModuleNames(const PackageCatalog& catalog) {

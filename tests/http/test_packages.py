@@ -233,7 +233,7 @@ class WheelhouseTest(ApiTestCase):
         self.addCleanup(client.delete)
         tool = client.tools()["execute_python"]
         self.assertIn("packages", tool["inputSchema"]["properties"])
-        self.assertIn("wheelhouse", tool["description"])
+        self.assertIn("The wheelhouse has: execbox-broken, execbox-demo, execbox-demo-dep,", tool["description"])
         result = client.call("execute_python", {"code": "import execbox_demo\nexecbox_demo.greet()",
                                                 "packages": ["execbox-demo"]})
         self.assertFalse(result.get("isError"), result)
@@ -243,6 +243,14 @@ class WheelhouseTest(ApiTestCase):
         result = client.call("execute_python", {"code": "1", "packages": ["../x"]})
         self.assertTrue(result.get("isError"), result)
         self.assertIn("invalid-packages", tool_text(result))
+
+    def test_the_package_listing_names_the_wheelhouses_wheels(self):
+        listed = self.server.request("GET", "/v1/packages").json()
+        self.assertValid("Packages", listed)
+        wheels = {(w["name"], w["version"]) for w in listed["wheelhouse"]}
+        for name in ("execbox-demo", "execbox-demo-dep", "execbox-broken", "execbox-huge", "execbox-escape"):
+            self.assertIn((name, "1.0"), wheels)
+        self.assertNotIn("execbox-sdist", {n for n, _ in wheels})
 
     def test_a_link_out_of_the_wheelhouse_installs_nothing(self):
         r = self.run_code("1", status="error", packages=["execbox-escape"])
@@ -405,6 +413,7 @@ class ImportProbeTest(ApiTestCase):
         self.assertIn("installed instead: pandas", r["stderr"])
         # The same modules are in the catalog the API states.
         listed = self.server.request("GET", "/v1/packages").json()
+        self.assertNotIn("wheelhouse", listed)  # this server has none
         modules = {m for p in listed["packages"] for m in p["modules"]}
         for module in in_standard:
             self.assertIn(module, modules)

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "base/base64.h"
 #include "engine/mime.h"
+#include "engine/packages.h"
 #include "engine/report.h"
 #include "jail/policy.h"
 #include "runtime/python_program.h"
@@ -165,6 +167,28 @@ TEST(PackagePolicy, TheWheelhouseIsBoundReadOnlyAndPipFindsItUnlessItPinsHashes)
   EXPECT_FALSE(has(runtime::BasePythonPolicy(dir), std::string("PIP_FIND_LINKS=") + runtime::kWheelhouseDir));
   ::unlink(pins.c_str());
   ::rmdir(dir);
+}
+
+TEST(Wheelhouse, ListsWheelsByTheirFileNames) {
+  char dir[] = "/var/tmp/execbox-wheelhouse-list-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  for (const char* file :
+       {"python_docx-0.8.11-py3-none-any.whl", "Foo.Bar-2.0-1-cp311-cp311-linux_x86_64.whl",
+        "tqdm-4.64.1-py2.py3-none-any.whl", "tqdm-4.64.1-py3-none-any.whl", "notes.txt", "x-1.0.tar.gz",
+        "-1.0-py3-none-any.whl", "bad$name-1.0-py3-none-any.whl", "nover.whl"}) {
+    std::ofstream(std::string(dir) + "/" + file) << "";
+  }
+  auto wheels = ListWheelhouse(dir);
+  std::vector<std::string> seen;
+  for (const auto& w : wheels) seen.push_back(w.name + " " + w.version);
+  EXPECT_EQ(seen, (std::vector<std::string>{"foo-bar 2.0", "python-docx 0.8.11", "tqdm 4.64.1"}));
+  EXPECT_EQ(ListWheelhouse(dir, 1).size(), 1u);
+  EXPECT_TRUE(ListWheelhouse("/nonexistent/wheels").empty());
+  PackageCatalog catalog{.python = "3.11.2", .packages = {}, .wheelhouse = wheels};
+  EXPECT_EQ(ToJson(catalog)["wheelhouse"][0], (nlohmann::json{{"name", "foo-bar"}, {"version", "2.0"}}));
+  catalog.wheelhouse.reset();
+  EXPECT_FALSE(ToJson(catalog).contains("wheelhouse"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PackagePolicy, ABindsPlaceInsideIsAbsoluteWithoutDotDot) {

@@ -666,13 +666,16 @@ namespace {
 
 TEST(McpToolSchemas, OfferPackagesOnlyWithAWheelhouse) {
   engine::LimitsConfig config;
-  auto execute_properties = [&](bool wheelhouse) {
+  auto execute_tool = [&](const std::optional<std::vector<std::string>>& wheelhouse) {
     for (const auto& t : ToolDefinitions(config, {"numpy"}, wheelhouse))
-      if (t["name"] == "execute_python") return t["inputSchema"]["properties"];
+      if (t["name"] == "execute_python") return t;
     return json();
   };
-  EXPECT_FALSE(execute_properties(false).contains("packages"));
-  EXPECT_EQ(execute_properties(true)["packages"]["items"]["type"], "string");
+  EXPECT_FALSE(execute_tool(std::nullopt)["inputSchema"]["properties"].contains("packages"));
+  json with = execute_tool(std::vector<std::string>{"polars", "tqdm"});
+  EXPECT_EQ(with["inputSchema"]["properties"]["packages"]["items"]["type"], "string");
+  EXPECT_NE(with["description"].get<std::string>().find("The wheelhouse has: polars, tqdm."),
+            std::string::npos);
   auto parsed = ParseExecuteArguments(json{{"code", "import x"}, {"packages", {"x==1.0", "y"}}});
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->program.packages, (std::vector<std::string>{"x==1.0", "y"}));

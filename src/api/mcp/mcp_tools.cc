@@ -166,7 +166,7 @@ engine::Refusal BadArgument(std::string detail) {
 }  // namespace
 
 json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::string>& modules,
-                     bool wheelhouse) {
+                     const std::optional<std::vector<std::string>>& wheelhouse) {
   std::string installed;
   for (const auto& m : modules) installed += (installed.empty() ? "" : ", ") + m;
   installed =
@@ -175,6 +175,11 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
           : " Installed besides the standard library: " + installed +
                 (wheelhouse ? ". Others only from this server's wheelhouse (packages argument); no network."
                             : ". Nothing else can be installed: no network.");
+  if (wheelhouse && !wheelhouse->empty()) {
+    std::string wheels;
+    for (size_t i = 0; i < wheelhouse->size() && i < 100; ++i) wheels += (i ? ", " : "") + (*wheelhouse)[i];
+    installed += " The wheelhouse has: " + wheels + (wheelhouse->size() > 100 ? ", ..." : "") + ".";
+  }
   return json::array({
       Tool("execute_python", "Run Python",
            "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
@@ -184,7 +189,7 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
            "calls. "
            "Limits not given take this server's defaults (see each argument's default and maximum)." +
                installed,
-           ExecuteInputSchema(limits, wheelhouse), ExecuteOutputSchema()),
+           ExecuteInputSchema(limits, wheelhouse.has_value()), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +18,12 @@ namespace execbox::api {
 
 // tools/list's "tools" array. `modules`: what the sandbox can import (engine/packages.h), named
 // in execute_python's description; empty when the listing failed (a shorter description).
-// `wheelhouse`: the server has one, and execute_python takes `packages` to install from it
-// (without one the argument is not offered: it could only be refused).
+// `wheelhouse`: the names of the wheels in the server's wheelhouse, which execute_python's
+// `packages` installs from; nullopt without one (the argument is then not offered: it could only
+// be refused).
 nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
-                               const std::vector<std::string>& modules = {}, bool wheelhouse = false);
+                               const std::vector<std::string>& modules = {},
+                               const std::optional<std::vector<std::string>>& wheelhouse = std::nullopt);
 
 // execute_python's arguments {code, session_id?, packages?, <limit>?...} as the gate's request. A bad
 // argument is a refusal whose detail is meant for the model to correct itself.
