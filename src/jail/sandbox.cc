@@ -26,9 +26,11 @@
 #include "jail/wire.h"
 
 namespace execbox::jail {
-namespace {
 
-constexpr uid_t kHostNobody = 65534;
+uid_t CodeHostUid() { return ::geteuid() == 0 ? kHostNobody : ::geteuid(); }
+gid_t CodeHostGid() { return ::geteuid() == 0 ? kHostNobody : ::getegid(); }
+
+namespace {
 
 // struct clone_args of <linux/sched.h> up to `cgroup` (CLONE_ARGS_SIZE_VER2), spelled out here
 // because that header's CLONE_* macros collide with glibc's <sched.h>.
@@ -58,8 +60,8 @@ const Expected<SeccompProgram>& SharedSeccomp() {
 // that user (the only id an unprivileged process may map).
 Status WriteIdMaps(pid_t pid, const Policy& p, bool root) {
   std::string proc = "/proc/" + std::to_string(pid);
-  uid_t host_uid = root ? kHostNobody : ::geteuid();
-  gid_t host_gid = root ? kHostNobody : ::getegid();
+  uid_t host_uid = CodeHostUid();
+  gid_t host_gid = CodeHostGid();
   if (!root) {
     if (auto s = WriteFile(proc + "/setgroups", "deny"); !s) return s;
   }

@@ -98,6 +98,13 @@ struct RunHooks {
   const std::atomic<bool>* cancel_too = nullptr;
 };
 
+// Inside, the code has one id (Policy::uid); on the host it is nobody when the supervisor is
+// root, else the supervisor's own user (the only id an unprivileged process may map). What the
+// code writes into a writable bind belongs to this host user.
+inline constexpr uid_t kHostNobody = 65534;
+uid_t CodeHostUid();
+gid_t CodeHostGid();
+
 // Runs one policy to completion. An error means nothing ran (bad policy, no namespaces);
 // everything that happened once the jail existed is in the Outcome.
 Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks = {});

@@ -12,28 +12,34 @@
 #include "runtime/python_program.h"
 
 namespace execbox::runtime {
-namespace {
 
-constexpr const char* kSeedDir = "/opt/execbox/matplotlib/";
-constexpr size_t kMaxCacheFile = 4u << 20;
-
-std::string CacheDir() {
+std::string ExecboxCacheDir() {
   // A service's own (systemd's CacheDirectory=execbox sets CACHE_DIRECTORY, a list).
   for (const char* name : {"EXECBOX_CACHE_DIR", "CACHE_DIRECTORY"}) {
     if (const char* dir = std::getenv(name); dir != nullptr && dir[0] == '/') {
       std::string first(dir);
-      return first.substr(0, first.find(':')) + "/matplotlib";
+      return first.substr(0, first.find(':'));
     }
   }
-  if (::geteuid() == 0) return "/var/cache/execbox/matplotlib";
+  if (::geteuid() == 0) return "/var/cache/execbox";
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
-    return std::string(xdg) + "/execbox/matplotlib";
+    return std::string(xdg) + "/execbox";
   }
   if (const char* home = std::getenv("HOME"); home != nullptr && home[0] == '/') {
-    return std::string(home) + "/.cache/execbox/matplotlib";
+    return std::string(home) + "/.cache/execbox";
   }
   return "";
 }
+
+namespace {
+
+std::string CacheDir() {
+  std::string root = ExecboxCacheDir();
+  return root.empty() ? root : root + "/matplotlib";
+}
+
+constexpr const char* kSeedDir = "/opt/execbox/matplotlib/";
+constexpr size_t kMaxCacheFile = 4u << 20;
 
 bool MakeDirs(const std::string& path) {
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {

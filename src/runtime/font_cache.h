@@ -13,6 +13,11 @@ namespace execbox::runtime {
 // Empty when no cache dir is writable (the code then builds the list itself, as before).
 const std::vector<jail::SyntheticFile>& MatplotlibSeedFiles();
 
+// execbox's cache directory: $EXECBOX_CACHE_DIR, else $CACHE_DIRECTORY (systemd's
+// CacheDirectory=); else /var/cache/execbox as root, and $XDG_CACHE_HOME/execbox or
+// ~/.cache/execbox for a user. "" when none.
+std::string ExecboxCacheDir();
+
 // Where the cache is: $EXECBOX_CACHE_DIR, else $CACHE_DIRECTORY (systemd's CacheDirectory=),
 // each + "/matplotlib"; else /var/cache/execbox/matplotlib as root, and
 // $XDG_CACHE_HOME/execbox/matplotlib or ~/.cache/execbox/matplotlib for a user. "" when none.
