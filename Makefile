@@ -5,7 +5,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http bench-e2b clean format \
+.PHONY: deps build run test test-sanitize test-v2 examples bench bench-options bench-http bench-e2b bench-packages clean format \
 	install deb test-deb image test-image test-cluster
 
 deps:
@@ -83,6 +83,9 @@ bench-http: build
 	@bench/http_bench.sh $(BUILD)/execbox
 
 # E2B's SDK against the server (README, "Using the E2B SDK"): its common calls beside /v1 and python3 -c.
+bench-packages: build
+	@/usr/bin/python3 bench/package_bench.py $(BUILD)/execbox
+
 bench-e2b: build
 	@bench/e2b_bench.sh $(BUILD)/execbox $(BUILD)
 

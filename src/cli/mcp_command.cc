@@ -48,6 +48,7 @@ Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& c
   warm.sessions.idle_ttl = config.session_idle_ttl;
   warm.sessions.max_lifetime = config.session_max_lifetime;
   warm.pool.worker.wheelhouse = config.wheelhouse;
+  warm.package_sets_parent = engine::DefaultPackageSetsParent();
   auto engine = engine::Engine::Create(warm);
   if (engine) return engine;
   std::cerr << "execbox mcp: warm pool unavailable (" << engine.error().message

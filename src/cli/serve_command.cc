@@ -207,6 +207,7 @@ int RunServe(const ServeArgs& args) {
   options.sessions.instance = config.instance;
   options.sessions.state_dir = config.session_state_dir;
   options.pool.worker.wheelhouse = config.wheelhouse;
+  options.package_sets_parent = engine::DefaultPackageSetsParent();
   // A state dir that cannot be used stops the server: sessions that silently end with it would
   // be worse than no start.
   if (auto store = engine::SessionStore::Open(config.session_state_dir); !store) {

@@ -1,5 +1,6 @@
 #include "engine/warm_engine.h"
 
+#include <cstdio>
 #include <optional>
 
 namespace execbox::engine {
@@ -12,7 +13,18 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   e->instance_ = options.sessions.instance;
   e->wheelhouse_ = options.pool.worker.wheelhouse;
   if (!options.warm) return e;
-  auto pool = Pool::Start(options.pool);
+  PoolOptions pool_options = options.pool;
+  if (!e->wheelhouse_.empty() && !options.package_sets_parent.empty()) {
+    auto sets = PackageSets::Open(options.package_sets_parent, e->wheelhouse_);
+    if (sets) {
+      e->package_sets_ = std::move(*sets);
+      pool_options.worker.package_sets = e->package_sets_->dir();
+    } else {  // every execution with packages then installs them itself, as a session does
+      std::fprintf(stderr, "execbox: one-shot packages are not kept between executions: %s\n",
+                   sets.error().message.c_str());
+    }
+  }
+  auto pool = Pool::Start(pool_options);
   if (!pool) return std::unexpected(pool.error());
   e->pool_ = std::move(*pool);
   e->sessions_ = std::make_unique<Sessions>(*e->pool_, options.sessions);
@@ -34,8 +46,17 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const Exec
     cold_program.wheelhouse = wheelhouse_;
     return engine::Execute(cold_program, options);
   };
-  const runtime::PythonProgram& program = given;
   if (!pool_) return cold();
+  // Packages come from a package set built once (or the execution installs them itself).
+  runtime::PythonProgram with_set;
+  std::optional<PackageSets::Lease> lease = package_sets_ != nullptr && !given.packages.empty()
+                                                ? package_sets_->Acquire(given, options)
+                                                : std::nullopt;
+  if (lease) {
+    with_set = given;
+    with_set.package_set = lease->name();
+  }
+  const runtime::PythonProgram& program = lease ? with_set : given;
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(request.error());
   jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel};

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "engine/engine.h"
+#include "engine/package_sets.h"
 #include "engine/pool.h"
 #include "engine/sessions.h"
 
@@ -13,6 +14,9 @@ struct EngineOptions {
   bool warm = true;  // false (--no-pool): every execution gets a cold jail; no sessions
   PoolOptions pool;
   SessionOptions sessions;
+  // Where one-shot executions' package sets are kept (package_sets.h; a directory of this
+  // server's own is made in it): DefaultPackageSetsParent() for a server, "" for none.
+  std::string package_sets_parent;
 };
 
 class Engine {
@@ -33,11 +37,15 @@ class Engine {
   const std::string& instance() const { return instance_; }
   // The operator's wheelhouse (runtime::WorkerOptions::wheelhouse), "" for none.
   const std::string& wheelhouse() const { return wheelhouse_; }
+  // One-shot executions' packages, installed once (package_sets.h): null without a wheelhouse,
+  // warm workers or a cache dir to keep them in.
+  PackageSets* package_sets() { return package_sets_.get(); }
 
  private:
   Engine() = default;
   std::string instance_;
   std::string wheelhouse_;
+  std::unique_ptr<PackageSets> package_sets_;  // outlives the pool, whose zygotes bind its dir
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<Sessions> sessions_;  // declared after the pool: destroyed first
 };

@@ -67,6 +67,13 @@ StepError RunMountOp(const MountOp& op, int64_t& without) noexcept {
         return Err("remount bind read-only");
       }
       return {};
+    case Kind::kBindWritable:
+      if (::mount(op.source, op.target, nullptr, MS_BIND, nullptr) != 0) return Err("bind mount");
+      if (::mount(nullptr, op.target, nullptr,
+                  MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | LockedFlags(op.target), nullptr) != 0) {
+        return Err("remount writable bind nosuid");
+      }
+      return {};
     case Kind::kBindDevice:
       if (::mount(op.source, op.target, nullptr, MS_BIND, nullptr) != 0) return Err("bind device");
       if (::mount(nullptr, op.target, nullptr,

@@ -140,9 +140,13 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   for (const auto& link : policy.root_links) {
     if (auto s = b.RootLink(link); !s) return std::unexpected(s.error());
   }
+  std::vector<std::string> writable = {policy.work_dir, "/tmp", "/dev/shm"};
   for (const auto& bind : policy.binds) {
-    if (auto s = b.Bind(bind.path, bind.required, Kind::kBindReadOnly, bind.inside); !s)
+    if (auto s = b.Bind(bind.path, bind.required, bind.writable ? Kind::kBindWritable : Kind::kBindReadOnly,
+                        bind.inside);
+        !s)
       return std::unexpected(s.error());
+    if (bind.writable) writable.push_back(bind.inside.empty() ? bind.path : bind.inside);
   }
   AddDev(b, l);
   b.Tmpfs("/tmp", TmpfsOptions(l.tmp_bytes, l.inodes, "1777"), 01777);
@@ -161,8 +165,7 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   for (const auto& e : policy.env) plan.envp.push_back(const_cast<char*>(plan.Keep(e)));
   plan.envp.push_back(nullptr);
   plan.rlimits = MakeRlimits(l, rlimit_memory);
-  plan.landlock =
-      MakeLandlockPlan({policy.work_dir, "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
+  plan.landlock = MakeLandlockPlan(std::move(writable), {"/dev/null", "/dev/zero", "/dev/full"});
   plan.collect_files = policy.collect.enabled;
   plan.zygote = policy.zygote;
   plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP);

@@ -18,7 +18,7 @@ namespace execbox::jail {
 
 // One step of building the jail's filesystem. Paths are absolute, under the staging root.
 struct MountOp {
-  enum class Kind { kDir, kTmpfs, kBindReadOnly, kBindDevice, kProc, kSymlink, kFile };
+  enum class Kind { kDir, kTmpfs, kBindReadOnly, kBindWritable, kBindDevice, kProc, kSymlink, kFile };
   Kind kind;
   const char* target = nullptr;
   const char* source = nullptr;  // bind: host path; symlink: link text; tmpfs: options

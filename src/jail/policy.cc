@@ -48,6 +48,8 @@ Status Validate(const Policy& p) {
     if (b.path.empty() || b.path[0] != '/') return Fail("policy: a bind's host path must be absolute");
     if (!b.inside.empty() && (b.inside[0] != '/' || b.inside.find("/..") != std::string::npos))
       return Fail("policy: a bind's place inside must be absolute, without ..");
+    if (b.writable && p.zygote)
+      return Fail("policy: a zygote gets no writable bind (its children would inherit it)");
   }
   for (const auto& in : p.inputs) {
     if (auto s = ValidateRelativeName(in.name); !s) return Fail("input file: " + s.error().message);

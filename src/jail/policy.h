@@ -33,6 +33,11 @@ struct Bind {
   std::string path;
   bool required = false;  // a missing required path fails the run; others are skipped
   std::string inside;     // absolute; "" for `path` itself
+  // A directory the code may write into (still nosuid, nodev; Landlock lets writes through
+  // here as in the work dir). Only for trusted runs that produce something the host keeps (a
+  // package set built from the wheelhouse): never for a request's own code, whose writes go to
+  // its tmpfs work dir, and never in a zygote, whose children inherit its mounts.
+  bool writable = false;
 };
 
 // A file the jail writes into its read-only root before the code starts.

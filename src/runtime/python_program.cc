@@ -87,6 +87,11 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   if (!program.cwd.empty()) request["cwd"] = program.cwd;
   if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
   if (!program.packages.empty()) request["packages"] = program.packages;
+  if (!program.package_set.empty()) {
+    if (!IsPackageSetName(program.package_set)) return Fail("not a package set name");
+    if (program.package_set_build_dir.empty())
+      request["package_set"] = std::string(kPackageSetsDir) + "/" + program.package_set;
+  }
   return request;
 }
 
@@ -155,7 +160,13 @@ bool PinsHashes(const std::string& wheelhouse) {
 
 }  // namespace
 
-jail::Policy BasePythonPolicy(const std::string& wheelhouse) {
+bool IsPackageSetName(const std::string& name) {
+  return !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+jail::Policy BasePythonPolicy(const std::string& wheelhouse, const std::string& package_sets) {
   jail::Policy p;
   p.env = {
       std::string("PATH=") + kToolsDir + ":/usr/local/bin:/usr/bin:/bin",
@@ -189,6 +200,8 @@ jail::Policy BasePythonPolicy(const std::string& wheelhouse) {
     p.binds.push_back({.path = wheelhouse, .required = true, .inside = kWheelhouseDir});
     if (!PinsHashes(wheelhouse)) p.env.push_back(std::string("PIP_FIND_LINKS=") + kWheelhouseDir);
   }
+  if (!package_sets.empty())
+    p.binds.push_back({.path = package_sets, .required = true, .inside = kPackageSetsDir});
   p.root_links = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
   p.binds.insert(p.binds.begin(),
                  {
@@ -236,6 +249,19 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
 
   if (program.seed_matplotlib && program.mode == Mode::kRun) {
     for (const auto& f : MatplotlibSeedFiles()) p.files.push_back(f);
+  }
+  if (!program.package_set_build_dir.empty()) {
+    // The set's directory is the user base, at the place the sets are seen at later (so that
+    // whatever pip wrote with its path in it stays right), and its size is bounded as the
+    // work dir would have bounded it (the agent checks the wheels' unpacked size first).
+    if (program.mode != Mode::kRun || program.packages.empty() || !program.code.empty())
+      return Fail("a package set is built by a run with packages and no code");
+    const std::string inside = std::string(kPackageSetsDir) + "/" + program.package_set;
+    p.binds.push_back(
+        {.path = program.package_set_build_dir, .required = true, .inside = inside, .writable = true});
+    std::erase_if(p.env, [](const std::string& e) { return e.starts_with("PYTHONUSERBASE="); });
+    p.env.push_back("PYTHONUSERBASE=" + inside);
+    p.env.push_back("EXECBOX_INSTALL_MAX_BYTES=" + std::to_string(program.limits.work_dir_bytes));
   }
   p.inputs = program.inputs;
   p.stdin_data = program.stdin_data;

@@ -65,6 +65,15 @@ struct PythonProgram {
   // The host directory of the operator's wheelhouse, bound read-only at kWheelhouseDir; "" for
   // none. The engine's setting ([packages] wheelhouse), never a request's.
   std::string wheelhouse;
+  // kRun with packages, set by the engine, never by a request (engine/package_sets.h): the name
+  // of a package set already built with exactly `packages`. The agent takes them from
+  // kPackageSetsDir/<name> (read-only, seen through the zygote's bind) instead of installing
+  // them again. "" for none.
+  std::string package_set;
+  // Building the package set `package_set`: a host directory, bound writable at
+  // kPackageSetsDir/<name> and made the user base, that `packages` are installed into by a run
+  // with no code of its own, in a cold jail. "" for any other run.
+  std::string package_set_build_dir;
 };
 
 // At most this many names in a request's `packages`.
@@ -86,6 +95,11 @@ inline constexpr const char* kPackagesBase = "/work/.execbox-packages";
 // A wheelhouse whose requirements.txt pins --hash values takes installs only through the
 // agent's checks (pip, packages); else plain `python3 -m pip` finds its wheels too.
 inline constexpr const char* kWheelhouseHashes = "requirements.txt";
+// Package sets (engine/package_sets.h) inside: one directory per set, a user base with the
+// installed packages and the host's manifest.json of them.
+inline constexpr const char* kPackageSetsDir = "/opt/execbox/package-sets";
+// A package set's name: lowercase hex (a digest), nothing a path could be made of.
+bool IsPackageSetName(const std::string& name);
 
 // Fails for an unknown policy profile.
 Expected<jail::Policy> MakePolicy(const PythonProgram& program);
@@ -104,8 +118,8 @@ enum class StateCopy { kSnapshot, kRestore };
 std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes);
 
 // What every Python jail shares, cold or warm: interpreter, environment, system files, agent,
-// and the wheelhouse (a host directory, "" for none).
-jail::Policy BasePythonPolicy(const std::string& wheelhouse = "");
+// the wheelhouse and the package sets (host directories, "" for none; both read-only).
+jail::Policy BasePythonPolicy(const std::string& wheelhouse = "", const std::string& package_sets = "");
 
 // One file of the agent package: its name in kAgentDir ("cell.py") and its content.
 struct AgentModule {

@@ -28,7 +28,7 @@ Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {
   std::string binary_path = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
   auto binary = ReadFile(binary_path, 256ull << 20);
   if (!binary) return std::unexpected(Context("reading the worker binary " + binary_path, binary.error()));
-  jail::Policy p = BasePythonPolicy(options.wheelhouse);
+  jail::Policy p = BasePythonPolicy(options.wheelhouse, options.package_sets);
   nlohmann::json config = {
       {"agent", kAgentDir},
       {"preload", options.preload},

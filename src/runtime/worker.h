@@ -33,6 +33,9 @@ struct WorkerOptions {
   // The operator's wheelhouse, a host directory ("" for none): bound into the zygote, and so
   // into every child (PythonProgram::wheelhouse).
   std::string wheelhouse;
+  // The engine's package sets (engine/package_sets.h), a host directory ("" for none): bound
+  // read-only into the zygote, and so into every child, at kPackageSetsDir.
+  std::string package_sets;
   // Empty: DefaultWorkerBinary().
   std::string worker_binary;
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).

@@ -116,5 +116,56 @@ class ActivateTest(unittest.TestCase):
         self.assertEqual(sys.path.count(site), 1)
 
 
+class PackageSetTest(unittest.TestCase):
+    """wheelhouse.use_set: a set the host built (its manifest, its site-packages) is imported
+    from; anything else is no set at all, and the execution installs as usual."""
+
+    def setUp(self):
+        self.sets = tempfile.mkdtemp(prefix="execbox-sets-") + "/"
+        self.addCleanup(shutil.rmtree, self.sets, True)
+        old_sets, old_path = wheelhouse.SETS, list(sys.path)
+        wheelhouse.SETS = self.sets
+
+        def restore():
+            wheelhouse.SETS = old_sets
+            sys.path[:] = old_path
+            for name in ("execbox_set_mod", "execbox_set_bad"):
+                sys.modules.pop(name, None)
+        self.addCleanup(restore)
+
+    def make_set(self, name, module, source, manifest=None):
+        path = self.sets + name
+        site = wheelhouse.site_dir(path)
+        os.makedirs(site)
+        with open(os.path.join(site, module + ".py"), "w") as f:
+            f.write(source)
+        with open(os.path.join(path, wheelhouse.MANIFEST), "w") as f:
+            f.write(manifest if manifest is not None else
+                    '{"installed": [{"name": "m", "version": "1.0", "modules": ["%s"]}]}' % module)
+        return path
+
+    def test_a_set_is_imported_from_and_its_manifest_returned(self):
+        path = self.make_set("a" * 64, "execbox_set_mod", "V = 3\n")
+        installed = wheelhouse.use_set(path)
+        self.assertEqual(installed, [{"name": "m", "version": "1.0", "modules": ["execbox_set_mod"]}])
+        self.assertEqual(sys.modules["execbox_set_mod"].V, 3)
+        self.assertIn(wheelhouse.site_dir(path), sys.path)
+
+    def test_no_set_outside_the_sets_or_without_a_manifest(self):
+        good = self.make_set("b" * 64, "execbox_set_mod", "V = 3\n")
+        for path in ("/etc", self.sets + "../x", self.sets + ".build-1", self.sets + "c" * 64, 3):
+            self.assertIsNone(wheelhouse.use_set(path), path)
+        os.unlink(os.path.join(good, wheelhouse.MANIFEST))
+        self.assertIsNone(wheelhouse.use_set(good))
+        self.make_set("d" * 64, "execbox_set_bad", "", manifest='{"installed": [{"modules": [1]}]}')
+        self.assertIsNone(wheelhouse.use_set(self.sets + "d" * 64))
+
+    def test_a_set_whose_module_fails_to_import_is_an_install_error(self):
+        path = self.make_set("e" * 64, "execbox_set_bad", "raise RuntimeError('no')\n")
+        with self.assertRaises(PackageInstallError) as caught:
+            wheelhouse.use_set(path)
+        self.assertIn("m 1.0 does not import: RuntimeError: no", str(caught.exception))
+
+
 if __name__ == "__main__":
     unittest.main()

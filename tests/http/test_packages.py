@@ -298,6 +298,85 @@ class WheelhouseTest(ApiTestCase):
         self.assertServes(s)
 
 
+class PackageSetTest(ApiTestCase):
+    """A one-shot execution's packages are installed once, by a run with no code of the
+    request's, and later executions with the same packages take them read-only from that
+    package set (engine/package_sets.h): not from their own work dir, not changeable by any
+    execution's code, and a different set once the wheelhouse changes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.house = tempfile.mkdtemp(prefix="execbox-wheelhouse-sets-", dir="/var/tmp")
+        os.chmod(cls.house, 0o755)
+        build_wheel(cls.house, "execbox-demo-dep", {"execbox_demo_dep": "ANSWER = 42\n"})
+        build_wheel(cls.house, "execbox-demo", {"execbox_demo": "from execbox_demo_dep import ANSWER\n"
+                                                                "def greet():\n    return 'hello %d' % ANSWER\n"},
+                    depends=["execbox-demo-dep"])
+        build_wheel(cls.house, "execbox-broken", {"execbox_broken": "raise RuntimeError('broken on purpose')\n"})
+        cls.server = Server(name="package-sets", flags=["--wheelhouse", cls.house]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        shutil.rmtree(cls.house, True)
+
+    def run_code(self, code, status="ok", **fields):
+        return self.assertResult(self.server.execute(code, **fields), status)
+
+    PROBE = ("import execbox_demo, os\n"
+             "print(execbox_demo.greet(), os.path.dirname(execbox_demo.__file__))\n"
+             "try:\n"
+             "    open(execbox_demo.__file__, 'a').write('ANSWER = 0\\n')\n"
+             "    print('changed')\n"
+             "except OSError as e:\n"
+             "    print('unchanged', type(e).__name__)\n")
+
+    def probe(self, packages):
+        r = self.run_code(self.PROBE, packages=packages)
+        self.assertEqual({p["name"] for p in r["installed"]}, {"execbox-demo", "execbox-demo-dep"}, r)
+        greeting, where, tried = r["stdout"].split("\n", 1)[0].rsplit(" ", 1)[0], *r["stdout"].split()[2:4]
+        return r, greeting, where, tried
+
+    def test_a_second_execution_takes_its_packages_from_the_set_the_first_built(self):
+        r, greeting, first, tried = self.probe(["execbox-demo"])
+        self.assertEqual(greeting, "hello 42")
+        self.assertTrue(first.startswith("/opt/execbox/package-sets/"), r["stdout"])
+        self.assertEqual(tried, "unchanged", r["stdout"])  # read-only, so the next one is as built
+        self.assertEqual(r["files"], [])
+        for _ in range(2):
+            r, greeting, again, tried = self.probe(["execbox-demo"])
+            self.assertEqual((greeting, again, tried), ("hello 42", first, "unchanged"), r["stdout"])
+        # The same names in another order are the same set; another list is another set.
+        _, _, both, _ = self.probe(["execbox-demo-dep", "execbox-demo"])
+        _, _, same, _ = self.probe(["execbox-demo", "execbox-demo-dep"])
+        self.assertEqual(same, both)
+        _, _, other, _ = self.probe(["execbox-demo==1.0"])
+        self.assertNotIn(other, (first, both))
+        # Nothing of a set leaks into an execution that did not ask for it.
+        r = self.run_code("import execbox_demo", status="error")
+        self.assertEqual(r["error"]["ename"], "ModuleNotFoundError")
+
+    def test_a_changed_wheelhouse_makes_a_new_set(self):
+        _, _, before, _ = self.probe(["execbox-demo-dep", "execbox-demo"])
+        build_wheel(self.house, "execbox-later", {"execbox_later": "L = 1\n"})
+        _, greeting, after, _ = self.probe(["execbox-demo-dep", "execbox-demo"])
+        self.assertEqual(greeting, "hello 42")
+        self.assertNotEqual(before, after)
+        self.assertTrue(after.startswith("/opt/execbox/package-sets/"), after)
+
+    def test_a_failed_install_is_reported_each_time_and_the_server_serves(self):
+        for _ in range(2):
+            r = self.run_code("print('never runs')", status="error", packages=["execbox-broken"])
+            self.assertEqual(r["error"]["ename"], "PackageInstallError")
+            self.assertIn("does not import: RuntimeError: broken on purpose", r["error"]["evalue"])
+            self.assertEqual(r["stdout"], "")
+        r = self.run_code("import os\nsorted(os.listdir('/opt/execbox/package-sets'))")
+        listed = eval(r["result"]["data"]["text/plain"])  # noqa: S307 - a list of names the test asked for
+        self.assertTrue(all(n == ".lock" or (len(n) == 64 and set(n) <= set("0123456789abcdef")) for n in listed),
+                        listed)
+        self.assertEqual(self.run_code("1 + 1")["result"]["data"]["text/plain"], "2")
+
+
 class NoWheelhouseTest(ApiTestCase):
     @classmethod
     def setUpClass(cls):

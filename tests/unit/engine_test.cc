@@ -191,6 +191,53 @@ TEST(Wheelhouse, ListsWheelsByTheirFileNames) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PackagePolicy, APackageSetIsNamedInTheRequestAndBuiltIntoItsOwnWritableBind) {
+  const std::string name(64, 'a');
+  runtime::PythonProgram use;
+  use.code = "1";
+  use.packages = {"tqdm"};
+  use.package_set = name;
+  auto request = runtime::MakeRequest(use, false);
+  ASSERT_TRUE(request) << request.error().message;
+  EXPECT_EQ(nlohmann::json::parse(*request)["package_set"],
+            std::string(runtime::kPackageSetsDir) + "/" + name);
+  // Only a digest's characters make a name: never a path.
+  for (const char* bad : {"../x", "ABC", "a/b", ""}) {
+    use.package_set = bad;
+    auto r = runtime::MakeRequest(use, false);
+    EXPECT_EQ(r.has_value(), std::string(bad).empty()) << bad;
+    if (r) {
+      EXPECT_FALSE(nlohmann::json::parse(*r).contains("package_set"));
+    }
+  }
+
+  runtime::PythonProgram build;
+  build.packages = {"tqdm"};
+  build.package_set = name;
+  build.package_set_build_dir = "/var/tmp";
+  build.limits.work_dir_bytes = 5 << 20;
+  auto policy = runtime::MakePolicy(build);
+  ASSERT_TRUE(policy) << policy.error().message;
+  const std::string inside = std::string(runtime::kPackageSetsDir) + "/" + name;
+  const jail::Bind& bind = policy->binds.back();
+  EXPECT_EQ(bind.path, "/var/tmp");
+  EXPECT_EQ(bind.inside, inside);
+  EXPECT_TRUE(bind.writable);
+  auto env = policy->env;
+  EXPECT_NE(std::find(env.begin(), env.end(), "PYTHONUSERBASE=" + inside), env.end());
+  EXPECT_EQ(
+      std::count_if(env.begin(), env.end(), [](const auto& e) { return e.starts_with("PYTHONUSERBASE="); }),
+      1);
+  EXPECT_NE(std::find(env.begin(), env.end(), "EXECBOX_INSTALL_MAX_BYTES=5242880"), env.end());
+  // The request's code never runs where a set is built.
+  build.code = "print(1)";
+  EXPECT_FALSE(runtime::MakePolicy(build));
+  // The sets, read-only, for every child of a zygote.
+  jail::Policy base = runtime::BasePythonPolicy("", "/var/tmp");
+  EXPECT_EQ(base.binds.back().inside, runtime::kPackageSetsDir);
+  EXPECT_FALSE(base.binds.back().writable);
+}
+
 TEST(PackagePolicy, ABindsPlaceInsideIsAbsoluteWithoutDotDot) {
   jail::Policy p = runtime::BasePythonPolicy();
   p.argv = {"/usr/bin/python3"};

@@ -19,6 +19,7 @@ from .streams import flush_std_streams
 from .wheelhouse import PackageInstallError
 from .wheelhouse import activate as activate_packages
 from .wheelhouse import install as install_packages
+from .wheelhouse import use_set as use_package_set
 
 class State:
     """Everything about this execution that the helpers share."""
@@ -161,7 +162,9 @@ def run(state, request):
     activate_packages()  # what an earlier execution or a shell's pip installed
     if request["packages"]:
         try:
-            installed = install_packages(request["packages"])
+            installed = use_package_set(request["package_set"]) if request.get("package_set") else None
+            if installed is None:
+                installed = install_packages(request["packages"])
         except PackageInstallError as exc:
             _report_run_error(state, exc)
             return 1

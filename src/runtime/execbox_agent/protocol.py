@@ -423,6 +423,7 @@ def parse_request(request):
         "cwd": _string_field(request, "cwd"),
         "depth": _int_field(request, "depth", 1),
         "packages": _packages_field(request),
+        "package_set": _string_field(request, "package_set"),  # the host's: wheelhouse.use_set
     }
 
 

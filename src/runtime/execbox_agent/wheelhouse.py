@@ -15,6 +15,10 @@
 #      what this install added is removed again and the install fails.
 # Only then is the install reported done. Imports here are lazy: execution.py calls
 # activate() in every execution, and it must cost one stat.
+#
+# A one-shot execution's packages may come ready-made instead (use_set): the host builds a
+# package set once per list of names and wheelhouse content, by this same install in a run of
+# its own with no user code (engine/package_sets.h), and binds the sets read-only at SETS.
 import os
 import sys
 
@@ -22,6 +26,9 @@ WHEELHOUSE = "/opt/execbox/wheels"
 HASHES_FILE = "requirements.txt"
 INTERPRETER = "/usr/bin/python3"
 MAX_PACKAGES = 32
+SETS = "/opt/execbox/package-sets/"
+MANIFEST = "manifest.json"
+
 
 
 class PackageInstallError(Exception):
@@ -35,13 +42,14 @@ def user_base():
     return os.environ.get("PYTHONUSERBASE") or "/work/.execbox-packages"
 
 
-def site_dir():
-    return os.path.join(user_base(), "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+def site_dir(base=None):
+    return os.path.join(base or user_base(), "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
 
 
-def activate():
-    """Puts the user base's site-packages on sys.path, ahead of the system's, once it exists."""
-    path = site_dir()
+def activate(path=None):
+    """Puts the user base's site-packages (or `path`) on sys.path, ahead of the system's, once it
+    exists."""
+    path = path or site_dir()
     if path in sys.path or not os.path.isdir(path):
         return
     import importlib
@@ -154,8 +162,12 @@ def _check_wheels(chosen):
     import hashlib
     import zipfile
     pins = _pins()
-    st = os.statvfs(os.path.dirname(user_base()))  # the work dir, whatever this execution's HOME
+    base = user_base()  # in the work dir (whatever this execution's HOME), or a set being built
+    st = os.statvfs(base if os.path.isdir(base) else os.path.dirname(base))
     free = st.f_bavail * st.f_frsize
+    cap = os.environ.get("EXECBOX_INSTALL_MAX_BYTES", "")  # a set: as much as a work dir would hold
+    if cap.isdigit():
+        free = min(free, int(cap))
     needed = 0
     for name, version, path in chosen:
         try:
@@ -271,6 +283,31 @@ def install(specs, in_process=True):
                 del sys.modules[name]
             importlib.invalidate_caches()
         raise
+    return installed
+
+
+def use_set(path):
+    """Takes the packages of the package set at `path` (built by the host with exactly this
+    request's packages): its site-packages goes on sys.path, read-only, and its modules are
+    imported here, as install() would have. Returns what the set installed, as install() does,
+    or None when there is no such set (the host removed it meanwhile: install as usual)."""
+    import json
+    if not isinstance(path, str) or not path.startswith(SETS) or "/." in path:
+        return None
+    try:
+        with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
+            installed = json.load(f)["installed"]
+        modules = [m for p in installed for m in p["modules"]]
+        if not all(isinstance(m, str) for m in modules):
+            return None
+    except (OSError, ValueError, LookupError, TypeError):
+        return None
+    activate(site_dir(path))
+    try:
+        _import_here(modules)
+    except BaseException as exc:  # noqa: BLE001 - whatever the package's import raises
+        raise PackageInstallError("%s does not import: %s: %s" % (
+            ", ".join("%s %s" % (p["name"], p["version"]) for p in installed), type(exc).__name__, exc)) from None
     return installed
 
 
