@@ -173,7 +173,9 @@ std::optional<PackageSets::Lease> PackageSets::Acquire(const runtime::PythonProg
     Entry& entry = entries_[name];
     entry.building = false;
     entry.ready = built;
-    if (!built) entry.retry_at = Clock::now() + kRetryAfterFailure;
+    // A cancelled build says nothing about the names: the next request tries again.
+    const bool cancelled = options.cancel != nullptr && options.cancel->load();
+    if (!built && !cancelled) entry.retry_at = Clock::now() + kRetryAfterFailure;
     changed_.notify_all();
     if (!built) return std::nullopt;
   }

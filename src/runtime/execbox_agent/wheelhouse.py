@@ -30,7 +30,6 @@ SETS = "/opt/execbox/package-sets/"
 MANIFEST = "manifest.json"
 
 
-
 class PackageInstallError(Exception):
     """An install refused or failed; the message is for the user."""
 
