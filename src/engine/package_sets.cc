@@ -101,8 +101,10 @@ Expected<std::unique_ptr<PackageSets>> PackageSets::Open(const std::string& pare
   auto suffix = RandomHex(8);
   if (!suffix) return std::unexpected(suffix.error());
   const std::string dir = parent + "/" + kServerPrefix + *suffix;
-  // 0755: the code reads the sets as the host user it maps to (nobody when this is root).
-  if (::mkdir(dir.c_str(), 0700) != 0 || ::chmod(dir.c_str(), 0755) != 0)
+  // 0711: the code reaches a set it is given the name of, as the host user it maps to (nobody
+  // when this is root), and cannot list the others; nor can another host process of that user
+  // find a set being built (its directory is that user's until it is sealed).
+  if (::mkdir(dir.c_str(), 0700) != 0 || ::chmod(dir.c_str(), 0711) != 0)
     return FailErrno("package sets: cannot make " + dir);
   int lock =
       ::open((dir + "/" + kLockFile).c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
