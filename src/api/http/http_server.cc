@@ -691,8 +691,14 @@ void HttpServer::Stop() {
       if (auto c = weak.lock()) asio::post(c->executor(), [c] { c->Close(); });
     }
   }
-  // Give the closes a moment to run, then stop the loop.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Let the closes run before the loop stops: a connection's handler still pending in a stopped
+  // loop keeps the connection, and through it this server's state, alive for good (a leak at
+  // exit that the sanitizer build reports). A busy machine may need longer than a moment, so
+  // wait until the connections are gone, for two seconds at most.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (connections() > 0 && std::chrono::steady_clock::now() < deadline);
   state_->io.stop();
   for (auto& t : state_->threads) {
     if (t.joinable()) t.join();
