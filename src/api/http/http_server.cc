@@ -703,6 +703,11 @@ void HttpServer::Stop() {
   for (auto& t : state_->threads) {
     if (t.joinable()) t.join();
   }
+  // Handlers that became ready as the loop stopped (an accept or a read ended by the closes)
+  // still hold what they captured, the server's state among it: run them now, on this thread,
+  // where they see their operations aborted and end, so nothing outlives the server.
+  state_->io.restart();
+  state_->io.poll();
 }
 
 }  // namespace execbox::api
