@@ -328,7 +328,8 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
                     "graceful stop, and its checkpoint before each execution when it has checkpoints");
   serve->add_option("--wheelhouse", args->wheelhouse,
                     "A directory of wheels the sandbox may install from, offline ([packages] wheelhouse;\n"
-                    "README, Packages): packages in a request, pip install in a session");
+                    "README, Packages): packages in a request (a one-shot's installed once per list and\n"
+                    "reused, kept in the cache dir), pip install in a session");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");
