@@ -170,14 +170,19 @@ std::optional<PackageSets::Lease> PackageSets::Acquire(const runtime::PythonProg
     if (Clock::now() < entries_[name].retry_at) return std::nullopt;
     entries_[name].building = true;
     lock.unlock();
-    const bool built = Build(name, program, options);
+    const auto built = Build(name, program, options);
     lock.lock();
     Entry& entry = entries_[name];
     entry.building = false;
-    entry.ready = built;
+    entry.ready = built.has_value();
     // A cancelled build says nothing about the names: the next request tries again.
     const bool cancelled = options.cancel != nullptr && options.cancel->load();
-    if (!built && !cancelled) entry.retry_at = Clock::now() + kRetryAfterFailure;
+    if (!built && !cancelled) {
+      entry.retry_at = Clock::now() + kRetryAfterFailure;
+      std::fprintf(
+          stderr, "execbox: package set %.12s not built, installs are per execution for %lld s: %s\n",
+          name.c_str(), static_cast<long long>(kRetryAfterFailure.count()), built.error().message.c_str());
+    }
     changed_.notify_all();
     if (!built) return std::nullopt;
   }
@@ -188,15 +193,15 @@ std::optional<PackageSets::Lease> PackageSets::Acquire(const runtime::PythonProg
   return Lease(this, name);
 }
 
-bool PackageSets::Build(const std::string& name, const runtime::PythonProgram& program,
-                        const ExecuteOptions& options) {
+execbox::Status PackageSets::Build(const std::string& name, const runtime::PythonProgram& program,
+                                   const ExecuteOptions& options) {
   auto suffix = RandomHex(8);
-  if (!suffix) return false;
+  if (!suffix) return std::unexpected(suffix.error());
   const std::string staging = dir_ + "/" + kBuildPrefix + *suffix;
-  if (::mkdir(staging.c_str(), 0700) != 0) return false;
-  std::error_code ec;
-  bool ok = ::chown(staging.c_str(), jail::CodeHostUid(), jail::CodeHostGid()) == 0;
-  if (ok) {
+  if (::mkdir(staging.c_str(), 0700) != 0) return FailErrno("cannot make " + staging);
+  auto built = [&]() -> execbox::Status {
+    if (::chown(staging.c_str(), jail::CodeHostUid(), jail::CodeHostGid()) != 0)
+      return FailErrno("cannot give " + staging + " to the code's user");
     runtime::PythonProgram build;
     build.mode = runtime::Mode::kRun;
     build.display_name = "<packages>";
@@ -208,12 +213,22 @@ bool PackageSets::Build(const std::string& name, const runtime::PythonProgram& p
     build.package_set = name;
     build.package_set_build_dir = staging;
     auto result = engine::Execute(build, ExecuteOptions{.cancel = options.cancel});
-    ok = result && result->status == Status::kOk && !result->error && result->exit_code == 0 &&
-         Seal(staging, program.limits.work_dir_bytes) && WriteManifest(staging, result->installed);
-  }
-  if (ok) ok = ::rename(staging.c_str(), (dir_ + "/" + name).c_str()) == 0;
-  if (!ok) fs::remove_all(staging, ec);
-  return ok;
+    if (!result) return std::unexpected(result.error());
+    if (result->status != engine::Status::kOk || result->error || result->exit_code != 0) {
+      return Fail(std::string("the install ended ") + StatusName(result->status) +
+                  (result->error ? ": " + result->error->ename + ": " + result->error->evalue : ""));
+    }
+    if (!Seal(staging, program.limits.work_dir_bytes))
+      return Fail("it holds more than " + std::to_string(program.limits.work_dir_bytes) +
+                  " bytes, or what is not a file, directory or link");
+    if (!WriteManifest(staging, result->installed)) return FailErrno("cannot write its manifest");
+    if (::rename(staging.c_str(), (dir_ + "/" + name).c_str()) != 0)
+      return FailErrno("cannot put it in place");
+    return {};
+  }();
+  std::error_code ec;
+  if (!built) fs::remove_all(staging, ec);
+  return built;
 }
 
 void PackageSets::Release(const std::string& name) {

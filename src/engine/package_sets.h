@@ -88,9 +88,12 @@ class PackageSets {
   PackageSets(std::string dir, int lock_fd, std::string wheelhouse, size_t max_sets)
       : dir_(std::move(dir)), lock_fd_(lock_fd), wheelhouse_(std::move(wheelhouse)), max_sets_(max_sets) {}
   // The digest naming the set for these names and the wheelhouse as it is now; "" when the
-  // wheelhouse cannot be read.
+  // wheelhouse cannot be read or holds more entries than are read for it (then each execution
+  // installs its packages itself).
   std::string NameFor(const std::vector<std::string>& packages) const;
-  bool Build(const std::string& name, const runtime::PythonProgram& program, const ExecuteOptions& options);
+  // Why a build failed is for the server's log (the execution that falls back reports its own).
+  execbox::Status Build(const std::string& name, const runtime::PythonProgram& program,
+                        const ExecuteOptions& options);
   void Release(const std::string& name);
   void EvictLocked();
 

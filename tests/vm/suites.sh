@@ -8,8 +8,8 @@
 # Left out, because software emulation runs Python ~15x slower and the kernel paths are the same
 # as in what runs: the repl cases that each start several interpreters with the stack
 # (timeouts, plots, end of input), the HTTP suites for routes, MCP and connections (no cgroup,
-# namespace or Landlock path of their own; they run on this host in `make test`), and the
-# parsers' and renderers' unit tests.
+# namespace or Landlock path of their own; they run on this host in `make test`), a package
+# set's failed builds (below), and the parsers' and renderers' unit tests.
 set -u
 build=$1
 src=$2
@@ -120,11 +120,17 @@ run_ctest() {
     passed=$((passed + total - bad))
     failed=$((failed + bad))
   fi
-  [ "$status" -eq 0 ] || grep -A20 'The following tests FAILED' "$log" | head -n 30
+  if [ "$status" -ne 0 ]; then
+    grep -A20 'The following tests FAILED' "$log" | head -n 30
+    # What failed and why, as gtest said it: CI keeps this output, not the guest's /out.
+    grep -E -A10 ': Failure$|^\[  FAILED  \]' "$log" | head -n 120 | sed "s/^/vm: $name says /"
+  fi
 }
 # The warm suites one at a time: each holds a zygote with the whole stack, and two of them beside
 # other suites on two emulated CPUs lose their zygote (see the note of issue 11).
-run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
+# Less a package set's failed builds: pip takes a minute each under emulation, and what they
+# check is the engine's bookkeeping (the build's jail and writable bind run in the other cases).
+GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
 run_ctest cold -j 2 -R '^(Modes/(Run|Hostile|HostileSession|Repl)\.|CgroupTest|DetectCgroups|Landlock)' \
   -E 'Repl\.(Timeout|Plot|ExitStops)'
 

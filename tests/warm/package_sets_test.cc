@@ -61,10 +61,13 @@ void WriteWheel(const std::string& dir, const std::string& module, const std::st
   fs::remove(file);
 }
 
+// pip takes about a second of CPU here and 30 s or more under the VM stage's software emulation
+// (tests/vm), where the default 30 s CPU limit ended the build as a timeout: generous limits.
 runtime::PythonProgram Program(const std::string& code) {
   runtime::PythonProgram p;
   p.code = code;
-  p.limits.wall_time = std::chrono::seconds(60);
+  p.limits.wall_time = std::chrono::seconds(300);
+  p.limits.cpu_time = std::chrono::seconds(300);
   return p;
 }
 
