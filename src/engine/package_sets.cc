@@ -43,11 +43,12 @@ void RemoveStale(const std::string& parent) {
 
 // Makes what the build wrote the server's own, readable by the code and by nobody else's
 // writes, and measures it. False for anything but files, directories and symlinks, or past
-// `most` bytes. The build's jail has ended: nothing changes under this walk.
+// `most` bytes or runtime::kMaxPackageSetFiles entries. The build's jail has ended: nothing
+// changes under this walk.
 bool Seal(const std::string& dir, uint64_t most) {
   const uid_t uid = ::geteuid();
   const gid_t gid = ::getegid();
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, entries = 0;
   std::error_code ec;
   auto seal = [&](const fs::path& path) {
     struct stat st {};
@@ -67,7 +68,7 @@ bool Seal(const std::string& dir, uint64_t most) {
   };
   if (!seal(dir)) return false;
   for (fs::recursive_directory_iterator it(dir, ec), end; it != end && !ec; it.increment(ec)) {
-    if (!seal(it->path()) || bytes > most) return false;
+    if (!seal(it->path()) || bytes > most || ++entries > runtime::kMaxPackageSetFiles) return false;
   }
   return !ec;
 }
@@ -147,7 +148,11 @@ std::string PackageSets::NameFor(const std::vector<std::string>& packages) const
                   static_cast<long long>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec,
                   static_cast<unsigned long long>(st.st_ino));
     files.push_back("file " + entry + line);
-    if (files.size() > kMaxWheelhouseEntries) break;
+    if (files.size() > kMaxWheelhouseEntries) {
+      // A digest of part of the listing could name two wheelhouses alike: no set for this one.
+      ::closedir(d);
+      return "";
+    }
   }
   ::closedir(d);
   std::sort(files.begin(), files.end());
@@ -219,8 +224,9 @@ execbox::Status PackageSets::Build(const std::string& name, const runtime::Pytho
                   (result->error ? ": " + result->error->ename + ": " + result->error->evalue : ""));
     }
     if (!Seal(staging, program.limits.work_dir_bytes))
-      return Fail("it holds more than " + std::to_string(program.limits.work_dir_bytes) +
-                  " bytes, or what is not a file, directory or link");
+      return Fail("it holds more than " + std::to_string(program.limits.work_dir_bytes) + " bytes or " +
+                  std::to_string(runtime::kMaxPackageSetFiles) +
+                  " files, or what is not a file, directory or link");
     if (!WriteManifest(staging, result->installed)) return FailErrno("cannot write its manifest");
     if (::rename(staging.c_str(), (dir_ + "/" + name).c_str()) != 0)
       return FailErrno("cannot put it in place");

@@ -253,7 +253,8 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
   if (!program.package_set_build_dir.empty()) {
     // The set's directory is the user base, at the place the sets are seen at later (so that
     // whatever pip wrote with its path in it stays right), and its size is bounded as the
-    // work dir would have bounded it (the agent checks the wheels' unpacked size first).
+    // work dir would have bounded it, and its files as kMaxPackageSetFiles (the agent checks the
+    // wheels' unpacked size and file count first; the host checks again when it seals the set).
     if (program.mode != Mode::kRun || program.packages.empty() || !program.code.empty())
       return Fail("a package set is built by a run with packages and no code");
     const std::string inside = std::string(kPackageSetsDir) + "/" + program.package_set;
@@ -262,6 +263,7 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
     std::erase_if(p.env, [](const std::string& e) { return e.starts_with("PYTHONUSERBASE="); });
     p.env.push_back("PYTHONUSERBASE=" + inside);
     p.env.push_back("EXECBOX_INSTALL_MAX_BYTES=" + std::to_string(program.limits.work_dir_bytes));
+    p.env.push_back("EXECBOX_INSTALL_MAX_FILES=" + std::to_string(kMaxPackageSetFiles));
   }
   p.inputs = program.inputs;
   p.stdin_data = program.stdin_data;

@@ -78,6 +78,9 @@ struct PythonProgram {
 
 // At most this many names in a request's `packages`.
 inline constexpr size_t kMaxPackages = 32;
+// At most this many files and directories in a package set: it lives on the host's disk, whose
+// inodes a wheel of many tiny files would use up long before its bytes reach `disk_mb`.
+inline constexpr uint64_t kMaxPackageSetFiles = 50000;
 // The request's package names, checked before anything runs: each a distribution name with
 // optional extras and version clauses, never a path, URL or option.
 Status CheckPackageNames(const std::vector<std::string>& names);

@@ -72,6 +72,25 @@ class WheelhouseDirTest(unittest.TestCase):
         self.assertIn("pip installs only from this server's wheelhouse, which has no wheel named so", note)
 
 
+    def test_a_set_refuses_wheels_of_more_files_than_it_may_hold(self):
+        import zipfile
+        from unittest import mock
+        path = os.path.join(self.dir, "many_files-1.0-py3-none-any.whl")
+        with zipfile.ZipFile(path, "w") as wheel:
+            for i in range(20):
+                wheel.writestr(f"many_files/m{i}.py", "")
+        chosen = [("many-files", "1.0", path)]
+        env = {"PYTHONUSERBASE": self.dir, "EXECBOX_INSTALL_MAX_FILES": "10"}
+        with mock.patch.dict(os.environ, env):
+            with self.assertRaises(PackageInstallError) as caught:
+                wheelhouse._check_wheels(chosen)
+            self.assertIn("the wheels hold 20 files, more than the 10 a package set may hold", str(caught.exception))
+        with mock.patch.dict(os.environ, dict(env, EXECBOX_INSTALL_MAX_FILES="20")):
+            wheelhouse._check_wheels(chosen)
+        with mock.patch.dict(os.environ, {"PYTHONUSERBASE": self.dir}):
+            wheelhouse._check_wheels(chosen)  # a work dir: its own limits bound it
+
+
 class PipArgsTest(unittest.TestCase):
     def test_names_and_a_requirements_file(self):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:

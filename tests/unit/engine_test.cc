@@ -229,6 +229,7 @@ TEST(PackagePolicy, APackageSetIsNamedInTheRequestAndBuiltIntoItsOwnWritableBind
       std::count_if(env.begin(), env.end(), [](const auto& e) { return e.starts_with("PYTHONUSERBASE="); }),
       1);
   EXPECT_NE(std::find(env.begin(), env.end(), "EXECBOX_INSTALL_MAX_BYTES=5242880"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "EXECBOX_INSTALL_MAX_FILES=50000"), env.end());
   // The request's code never runs where a set is built.
   build.code = "print(1)";
   EXPECT_FALSE(runtime::MakePolicy(build));

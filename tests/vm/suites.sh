@@ -130,7 +130,7 @@ run_ctest() {
 # other suites on two emulated CPUs lose their zygote (see the note of issue 11).
 # Less a package set's failed builds: pip takes a minute each under emulation, and what they
 # check is the engine's bookkeeping (the build's jail and writable bind run in the other cases).
-GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
+GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet:PackageSetsTest.AWheelOfMore*' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
 run_ctest cold -j 2 -R '^(Modes/(Run|Hostile|HostileSession|Repl)\.|CgroupTest|DetectCgroups|Landlock)' \
   -E 'Repl\.(Timeout|Plot|ExitStops)'
 

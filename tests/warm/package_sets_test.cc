@@ -163,15 +163,52 @@ TEST_F(PackageSetsTest, ASetIsBuiltOnceSealedAndReused) {
 TEST_F(PackageSetsTest, AFailedInstallLeavesNoSet) {
   auto sets = PackageSets::Open(parent_.path(), house_.path());
   ASSERT_TRUE(sets) << sets.error().message;
-  for (const char* name : {"execbox-sets-broken", "execbox-sets-missing"}) {
+  // Each for its own reason, which the server's log says.
+  for (auto [name, why] :
+       {std::pair{"execbox-sets-broken", "but it does not import: RuntimeError: on purpose"},
+        std::pair{"execbox-sets-missing", "the wheelhouse has no wheel for execbox-sets-missing"}}) {
     auto program = Program("");
     program.packages = {name};
+    testing::internal::CaptureStderr();
     EXPECT_FALSE((*sets)->Acquire(program, {}).has_value()) << name;
+    const std::string logged = testing::internal::GetCapturedStderr();
+    EXPECT_NE(logged.find(why), std::string::npos) << logged;
   }
   EXPECT_EQ((*sets)->ready_count(), 0u);
   size_t left = 0;
   for (const auto& entry : fs::directory_iterator((*sets)->dir())) left += entry.path().filename() != ".lock";
   EXPECT_EQ(left, 0u);
+}
+
+TEST_F(PackageSetsTest, AWheelOfMoreFilesThanASetMayHoldBuildsNone) {
+  // Tiny files, far below disk_mb in bytes: the host disk's inodes are what it would use up.
+  const std::string script =
+      "import sys, zipfile\n"
+      "n = int(sys.argv[2])\n"
+      "with zipfile.ZipFile(sys.argv[1] + '/execbox_sets_many-1.0-py3-none-any.whl', 'w') as z:\n"
+      "    for i in range(n):\n"
+      "        z.writestr('execbox_sets_many/m%d.py' % i, '')\n"
+      "    z.writestr('execbox_sets_many/__init__.py', '')\n"
+      "    dist = 'execbox_sets_many-1.0.dist-info/'\n"
+      "    z.writestr(dist + 'METADATA', 'Metadata-Version: 2.1\\nName: execbox-sets-many\\nVersion: "
+      "1.0\\n')\n"
+      "    z.writestr(dist + 'WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+      "    z.writestr(dist + 'RECORD', '')\n";
+  const std::string file = house_.path() + "/make_many.py";
+  std::ofstream(file) << script;
+  const std::string command =
+      "/usr/bin/python3 " + file + " " + house_.path() + " " + std::to_string(runtime::kMaxPackageSetFiles);
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  fs::remove(file);
+  auto sets = PackageSets::Open(parent_.path(), house_.path());
+  ASSERT_TRUE(sets) << sets.error().message;
+  auto program = Program("");
+  program.packages = {"execbox-sets-many"};
+  testing::internal::CaptureStderr();
+  EXPECT_FALSE((*sets)->Acquire(program, {}).has_value());
+  const std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_NE(logged.find("a package set may hold"), std::string::npos) << logged;
+  EXPECT_EQ((*sets)->ready_count(), 0u);
 }
 
 TEST_F(PackageSetsTest, AGoneServersDirectoryIsRemovedAndALiveOnesKept) {

@@ -167,11 +167,14 @@ def _check_wheels(chosen):
     cap = os.environ.get("EXECBOX_INSTALL_MAX_BYTES", "")  # a set: as much as a work dir would hold
     if cap.isdigit():
         free = min(free, int(cap))
-    needed = 0
+    most_files = os.environ.get("EXECBOX_INSTALL_MAX_FILES", "")  # a set, on the host's disk
+    needed = files = 0
     for name, version, path in chosen:
         try:
             with zipfile.ZipFile(path) as wheel:
-                needed += sum(i.file_size for i in wheel.infolist())
+                members = wheel.infolist()
+                needed += sum(i.file_size for i in members)
+                files += len(members)
         except (OSError, zipfile.BadZipFile) as exc:
             raise PackageInstallError("the wheel of %s %s is not a readable wheel (%s)" % (name, version, exc)) from None
         if pins is not None:
@@ -186,6 +189,9 @@ def _check_wheels(chosen):
             if digest.hexdigest() not in wanted:
                 raise PackageInstallError("refused %s %s: its wheel's sha256 matches none of the hashes pinned in "
                                    "the wheelhouse's %s" % (name, version, HASHES_FILE))
+    if most_files.isdigit() and files > int(most_files):
+        raise PackageInstallError("refused: the wheels hold %d files, more than the %s a package set may hold"
+                                  % (files, most_files))
     if needed > free:
         raise PackageInstallError("refused: the wheels unpack to %.1f MB, more than the %.1f MB free in the work dir "
                            "(the disk limit)" % (needed / 1e6, free / 1e6))
