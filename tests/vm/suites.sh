@@ -9,7 +9,7 @@
 # as in what runs: the repl cases that each start several interpreters with the stack
 # (timeouts, plots, end of input), the HTTP suites for routes, MCP and connections (no cgroup,
 # namespace or Landlock path of their own; they run on this host in `make test`), a package
-# set's failed builds (below), and the parsers' and renderers' unit tests.
+# set's cases beyond the first (below), and the parsers' and renderers' unit tests.
 set -u
 build=$1
 src=$2
@@ -128,9 +128,9 @@ run_ctest() {
 }
 # The warm suites one at a time: each holds a zygote with the whole stack, and two of them beside
 # other suites on two emulated CPUs lose their zygote (see the note of issue 11).
-# Less a package set's failed builds: pip takes a minute each under emulation, and what they
-# check is the engine's bookkeeping (the build's jail and writable bind run in the other cases).
-GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet:PackageSetsTest.AWheelOfMore*' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
+# Less the package-set cases beyond the first (pip takes a minute each under emulation, and what
+# they check is the engine's bookkeeping; the build's jail and writable bind run in the others).
+GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet:PackageSetsTest.AWheel*' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
 run_ctest cold -j 2 -R '^(Modes/(Run|Hostile|HostileSession|Repl)\.|CgroupTest|DetectCgroups|Landlock)' \
   -E 'Repl\.(Timeout|Plot|ExitStops)'
 

@@ -211,6 +211,22 @@ TEST_F(PackageSetsTest, AWheelOfMoreFilesThanASetMayHoldBuildsNone) {
   EXPECT_EQ((*sets)->ready_count(), 0u);
 }
 
+TEST_F(PackageSetsTest, AWheelhouseOfMoreEntriesThanAreReadGetsNoSets) {
+  // Its name would digest part of the listing, so it gets none (and no build is tried).
+  for (int i = 0; i <= 10000; ++i) std::ofstream(house_.path() + "/pad-" + std::to_string(i) + ".txt") << "";
+  auto sets = PackageSets::Open(parent_.path(), house_.path());
+  ASSERT_TRUE(sets) << sets.error().message;
+  auto program = Program("");
+  program.packages = {"execbox-sets-demo"};
+  EXPECT_FALSE((*sets)->Acquire(program, {}).has_value());
+  EXPECT_EQ((*sets)->ready_count(), 0u);
+  // One entry fewer, and the same names make a set.
+  fs::remove(house_.path() + "/pad-0.txt");
+  fs::remove(house_.path() + "/pad-1.txt");
+  fs::remove(house_.path() + "/pad-2.txt");
+  EXPECT_TRUE((*sets)->Acquire(program, {}).has_value());
+}
+
 TEST_F(PackageSetsTest, AGoneServersDirectoryIsRemovedAndALiveOnesKept) {
   auto live = PackageSets::Open(parent_.path(), house_.path());
   ASSERT_TRUE(live) << live.error().message;
