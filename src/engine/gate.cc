@@ -344,6 +344,29 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   return std::move(*info);
 }
 
+Refused<Gate::CreatedSession> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
+                                                  const Origin& origin, bool checkpoint,
+                                                  std::vector<std::string> packages) {
+  if (!packages.empty()) {
+    runtime::PythonProgram wanted;
+    wanted.packages = packages;
+    if (auto checked = CheckInputs(wanted); !checked)
+      return std::unexpected(Reject(caller, origin, "session_create", "", "", std::move(checked.error())));
+  }
+  auto info = CreateSession(caller, overrides, origin, checkpoint);
+  if (!info) return std::unexpected(std::move(info.error()));
+  CreatedSession created{.info = std::move(*info), .installed = {}};
+  if (packages.empty()) return created;
+  auto installed = InstallPackages(caller, created.info.id, std::move(packages), origin);
+  if (!installed) {
+    (void)CloseSession(caller, created.info.id, origin);
+    return std::unexpected(std::move(installed.error()));
+  }
+  created.installed = std::move(*installed);
+  if (auto now = Session(caller, created.info.id)) created.info = std::move(*now);  // one execution later
+  return created;
+}
+
 Refused<SessionInfo> Gate::Session(const Caller& caller, const std::string& id) {
   if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
   auto info = engine_.sessions()->Info(caller.id, id);

@@ -111,6 +111,16 @@ class Gate {
   // `checkpoint`: a snapshot before each execution, for UndoSession.
   Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin,
                                      bool checkpoint = false);
+  // The same with `packages` installed from the wheelhouse (InstallPackages) before it is
+  // handed out: a session asked for with packages exists only with them. The names are checked
+  // before a child is made; a failed install closes the session and is the refusal.
+  struct CreatedSession {
+    SessionInfo info;  // after the install
+    std::vector<InstalledPackage> installed;
+  };
+  Refused<CreatedSession> CreateSession(const Caller& caller, const LimitOverrides& limits,
+                                        const Origin& origin, bool checkpoint,
+                                        std::vector<std::string> packages);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
   // The limits the caller's session was created with, at once (never waiting for a running
   // execution, as Session does): whether it still exists, for a front end that must not block.

@@ -69,12 +69,7 @@ json ToJson(const Result& r) {
                         {"suggestion", f.suggestion}});
   }
   j["findings"] = findings;
-  if (!r.installed.empty()) {
-    json installed = json::array();
-    for (const auto& p : r.installed)
-      installed.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
-    j["installed"] = std::move(installed);
-  }
+  if (!r.installed.empty()) j["installed"] = InstalledJson(r.installed);
   if (r.session) {
     const SessionState& s = *r.session;
     j["session"] = {{"id", s.id},
@@ -104,6 +99,13 @@ json ToJson(const Result& r) {
   j["limits"] = LimitsResultJson(r.limits, r.enforcement);
   j["isolation"] = LayersJson(r.layers);
   return j;
+}
+
+json InstalledJson(const std::vector<InstalledPackage>& installed) {
+  json list = json::array();
+  for (const auto& p : installed)
+    list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
+  return list;
 }
 
 json UsageJson(const Result& r) {

@@ -12,6 +12,8 @@ namespace execbox::engine {
 nlohmann::json ToJson(const Result& r);
 // Its "usage" object alone (for the audit log).
 nlohmann::json UsageJson(const Result& r);
+// Its "installed" array alone ([{name, version, modules}]; also a session's creation's answer).
+nlohmann::json InstalledJson(const std::vector<InstalledPackage>& installed);
 
 // A Result read back from ToJson's form, as a client of the API renders it (`execbox run`
 // through a local server): everything RenderText, ProcessExitCode and --keep-files read

@@ -244,6 +244,33 @@ class WheelhouseTest(ApiTestCase):
         self.assertTrue(result.get("isError"), result)
         self.assertIn("invalid-packages", tool_text(result))
 
+    def test_mcp_creates_a_session_with_its_packages_or_none(self):
+        client = McpClient(self.server)
+        client.initialize()
+        self.addCleanup(client.delete)
+        self.assertIn("packages", client.tools()["create_session"]["inputSchema"]["properties"])
+        before = self.sessions()
+        created = client.call("create_session", {"packages": ["execbox-demo"], "disk_mb": 64})
+        self.assertFalse(created.get("isError"), created)
+        sid = created["structuredContent"]["session_id"]
+        self.assertEqual({p["name"] for p in created["structuredContent"]["installed"]},
+                         {"execbox-demo", "execbox-demo-dep"})
+        result = client.call("execute_python", {"code": "import execbox_demo\nexecbox_demo.greet()",
+                                                "session_id": sid})
+        self.assertIn("'hello 42'", tool_text(result))
+        self.assertEqual(self.sessions(), before | {sid})
+        # A failed install, a bad name or a bad argument: refused, and no session is left.
+        for packages, said in ((["execbox-nothere"], "package-install-failed"), (["../x"], "invalid-packages"),
+                               (["a"] * 33, "invalid-packages"), ("execbox-demo", "invalid-arguments")):
+            refused = client.call("create_session", {"packages": packages})
+            self.assertTrue(refused.get("isError"), refused)
+            self.assertIn(said, tool_text(refused))
+        self.assertEqual(self.sessions(), before | {sid})
+        self.assertServes()
+
+    def sessions(self):
+        return {s["id"] for s in self.server.request("GET", "/v1/sessions").json()["sessions"]}
+
     def test_the_package_listing_names_the_wheelhouses_wheels(self):
         listed = self.server.request("GET", "/v1/packages").json()
         self.assertValid("Packages", listed)
@@ -274,9 +301,12 @@ class WheelhouseTest(ApiTestCase):
             self.assertIn("is not a package name", body["detail"])
         self.assertProblem(self.server.execute("1", packages="tqdm"), 400, "wrong-type")
         self.assertProblem(self.server.execute("1", packages=[1]), 400, "wrong-type")
-        self.assertProblem(self.server.execute("1", packages=["a"] * 33), 400)
-        self.assertProblem(self.server.request("POST", "/v1/sessions", {"packages": ["../x"]}), 400,
-                           "invalid-packages")
+        self.assertProblem(self.server.execute("1", packages=["a"] * 33), 400, "invalid-packages")
+        before = self.sessions()
+        for packages in (["../x"], ["a"] * 33):
+            self.assertProblem(self.server.request("POST", "/v1/sessions", {"packages": packages}), 400,
+                               "invalid-packages")
+        self.assertEqual(self.sessions(), before)  # refused before a session was made
         self.assertServes()
 
     def test_a_pinned_wheelhouse_installs_only_what_its_hashes_match(self):
@@ -401,7 +431,11 @@ class NoWheelhouseTest(ApiTestCase):
         self.addCleanup(client.delete)
         tool = client.tools()["execute_python"]
         self.assertNotIn("packages", tool["inputSchema"]["properties"])
+        self.assertNotIn("packages", client.tools()["create_session"]["inputSchema"]["properties"])
         self.assertIn("Nothing else can be installed: no network", tool["description"])
+        refused = client.call("create_session", {"packages": ["tqdm"]})
+        self.assertTrue(refused.get("isError"), refused)
+        self.assertIn("no-wheelhouse", tool_text(refused))
 
     def test_packages_without_a_wheelhouse_are_refused(self):
         body = self.assertProblem(self.server.execute("1", packages=["tqdm"]), 409, "no-wheelhouse")
@@ -412,6 +446,10 @@ class NoWheelhouseTest(ApiTestCase):
                                 "print(p.returncode, p.stderr)")
         result = self.assertResult(r, "ok")
         self.assertTrue(result["stdout"].startswith("1 ERROR: this server has no wheelhouse"), result["stdout"])
+        # A session asked for with packages is refused before it is made.
+        before = self.server.request("GET", "/v1/sessions").json()["sessions"]
+        self.assertProblem(self.server.request("POST", "/v1/sessions", {"packages": ["tqdm"]}), 409, "no-wheelhouse")
+        self.assertEqual(self.server.request("GET", "/v1/sessions").json()["sessions"], before)
 
     def test_a_wheelhouse_under_tmp_or_missing_stops_the_start(self):
         with tempfile.TemporaryDirectory() as under_tmp:

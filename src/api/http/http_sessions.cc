@@ -7,6 +7,7 @@
 #include "api/http/http_problems.h"
 #include "api/http/http_wire.h"
 #include "api/mcp/json_rpc.h"
+#include "engine/result_json.h"
 
 namespace execbox::api {
 
@@ -29,13 +30,6 @@ nlohmann::json SessionJson(const engine::SessionInfo& info) {
 nlohmann::json LeftOutJson(const std::vector<engine::LeftOut>& left_out) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& e : left_out) list.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
-  return list;
-}
-
-nlohmann::json InstalledJson(const std::vector<engine::InstalledPackage>& installed) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& p : installed)
-    list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
   return list;
 }
 
@@ -67,20 +61,12 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     auto body = ParseSessionBody(request.body);
     if (!body) return Fail(*exchange, body.error());
     return Spawn([this, exchange, caller, origin, body = std::move(*body)]() mutable {
-      auto info = gate_.CreateSession(caller, body.limits, origin, body.checkpoint);
-      if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
-      nlohmann::json out = SessionJson(*info);
-      if (!body.packages.empty()) {
-        // A session asked for with packages exists only with them: a failed install ends it.
-        auto installed = gate_.InstallPackages(caller, info->id, std::move(body.packages), origin);
-        if (!installed) {
-          (void)gate_.CloseSession(caller, info->id, origin);
-          return exchange->Respond(ProblemResponse(ProblemOf(installed.error())));
-        }
-        auto now = gate_.Session(caller, info->id);  // one execution later
-        out = SessionJson(now ? *now : *info);
-        out["installed"] = InstalledJson(*installed);
-      }
+      const bool asked_packages = !body.packages.empty();
+      auto created =
+          gate_.CreateSession(caller, body.limits, origin, body.checkpoint, std::move(body.packages));
+      if (!created) return exchange->Respond(ProblemResponse(ProblemOf(created.error())));
+      nlohmann::json out = SessionJson(created->info);
+      if (asked_packages) out["installed"] = engine::InstalledJson(created->installed);
       Respond(*exchange, JsonResponse(201, out));
     });
   }

@@ -7,6 +7,7 @@
 
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_tools.h"
+#include "engine/result_json.h"
 
 namespace execbox::api {
 namespace {
@@ -270,15 +271,18 @@ void McpServer::Drain() {
 
 json McpServer::SessionTool(const std::string& name, const json& arguments) {
   if (name == "create_session") {
-    auto limits = ParseCreateSessionArguments(arguments);
-    if (!limits) return RefusalToolResult(limits.error());
-    auto info = gate_.CreateSession(caller_, *limits, origin_);
-    if (!info) return RefusalToolResult(info.error());
+    auto parsed = ParseCreateSessionArguments(arguments);
+    if (!parsed) return RefusalToolResult(parsed.error());
+    const bool asked_packages = !parsed->packages.empty();
+    auto created = gate_.CreateSession(caller_, parsed->limits, origin_, false, std::move(parsed->packages));
+    if (!created) return RefusalToolResult(created.error());
     {
       std::lock_guard lock(sessions_mu_);
-      sessions_.insert(info->id);
+      sessions_.insert(created->info.id);
     }
-    return StructuredToolResult({{"session_id", info->id}});
+    json out = {{"session_id", created->info.id}};
+    if (asked_packages) out["installed"] = engine::InstalledJson(created->installed);
+    return StructuredToolResult(std::move(out));
   }
   auto id = StringArgument(arguments, "session_id");
   if (!id) {

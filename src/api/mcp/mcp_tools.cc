@@ -22,19 +22,23 @@ json LimitProperties(const engine::LimitsConfig& limits) {
   return engine::LimitsJsonSchema(limits)["properties"];
 }
 
+// `packages`, offered only where there is a wheelhouse (without one it could only be refused).
+json PackagesProperty(std::string description) {
+  return {{"type", "array"},
+          {"items", {{"type", "string"}}},
+          {"maxItems", runtime::kMaxPackages},
+          {"description",
+           "Packages to install from this server's wheelhouse (never the network), e.g. [\"polars\"] or "
+           "[\"name==1.2\"]; " +
+               description + " Inside the sandbox, `pip install NAME` does the same."}};
+}
+
 json ExecuteInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
   json properties = LimitProperties(limits);
   properties["code"] = {{"type", "string"}, {"description", "Python 3 source to run."}};
-  if (wheelhouse) {
-    properties["packages"] = {
-        {"type", "array"},
-        {"items", {{"type", "string"}}},
-        {"maxItems", runtime::kMaxPackages},
-        {"description",
-         "Packages to install from this server's wheelhouse (never the network) before the code runs, "
-         "e.g. [\"polars\"] or [\"name==1.2\"]; in a session they stay installed. Inside the sandbox, "
-         "`pip install NAME` does the same."}};
-  }
+  if (wheelhouse)
+    properties["packages"] =
+        PackagesProperty("installed before the code runs; in a session they stay installed.");
   properties["session_id"] = {
       {"type", "string"},
       {"description",
@@ -45,8 +49,23 @@ json ExecuteInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
           {"additionalProperties", false}};
 }
 
-json CreateSessionInputSchema(const engine::LimitsConfig& limits) {
-  return {{"type", "object"}, {"properties", LimitProperties(limits)}, {"additionalProperties", false}};
+json CreateSessionInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
+  json properties = LimitProperties(limits);
+  if (wheelhouse)
+    properties["packages"] =
+        PackagesProperty("installed when the session is made (if one fails, no session is made).");
+  return {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
+}
+
+// What the wheelhouse installed: [{name, version, modules}].
+json InstalledSchema() {
+  json str = {{"type", "string"}};
+  return {
+      {"type", "array"},
+      {"items",
+       {{"type", "object"},
+        {"properties", {{"name", str}, {"version", str}, {"modules", {{"type", "array"}, {"items", str}}}}},
+        {"required", {"name", "version", "modules"}}}}};
 }
 
 // The Result's JSON (engine/result_json.h), as structuredContent carries it.
@@ -105,13 +124,7 @@ json ExecuteOutputSchema() {
                 {"state", {{"type", "string"}, {"enum", {"preserved", "lost"}}}},
                 {"reason", str}}},
               {"required", {"id", "generation", "state"}}}},
-            {"installed",
-             {{"type", "array"},
-              {"items",
-               {{"type", "object"},
-                {"properties",
-                 {{"name", str}, {"version", str}, {"modules", {{"type", "array"}, {"items", str}}}}},
-                {"required", {"name", "version", "modules"}}}}}}}},
+            {"installed", InstalledSchema()}}},
           {"required", {"status", "stdout", "stderr", "result", "display", "error", "files", "usage"}}};
 }
 
@@ -131,6 +144,12 @@ json ForkOutputSchema() {
   return {{"type", "object"},
           {"properties", {{"session_id", str}, {"not_copied", {{"type", "array"}, {"items", left_out}}}}},
           {"required", {"session_id", "not_copied"}}};
+}
+
+json CreateSessionOutputSchema() {
+  return {{"type", "object"},
+          {"properties", {{"session_id", {{"type", "string"}}}, {"installed", InstalledSchema()}}},
+          {"required", {"session_id"}}};
 }
 
 json ObjectSchema(std::initializer_list<const char*> string_fields) {
@@ -161,6 +180,18 @@ engine::Refusal BadArgument(std::string detail) {
                          .type = "invalid-arguments",
                          .title = "Invalid arguments",
                          .detail = std::move(detail)};
+}
+
+// `packages`: null (none) or an array of strings (their form is the gate's to check).
+engine::Refused<std::vector<std::string>> PackagesArgument(const json& value) {
+  std::vector<std::string> names;
+  if (value.is_null()) return names;
+  if (!value.is_array()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
+  for (const auto& name : value) {
+    if (!name.is_string()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
+    names.push_back(name.get<std::string>());
+  }
+  return names;
 }
 
 }  // namespace
@@ -194,7 +225,7 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "
            "life. The session closes with this MCP session, or with close_session.",
-           CreateSessionInputSchema(limits), ObjectSchema({"session_id"})),
+           CreateSessionInputSchema(limits, wheelhouse.has_value()), CreateSessionOutputSchema()),
       Tool(
           "fork_session", "Fork session",
           "Creates a new session holding a copy of this session's variables, functions, classes, imports and "
@@ -223,12 +254,9 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
       }
       request.session_id = value.get<std::string>();
     } else if (key == "packages") {
-      if (value.is_null()) continue;
-      if (!value.is_array()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
-      for (const auto& name : value) {
-        if (!name.is_string()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
-        request.program.packages.push_back(name.get<std::string>());
-      }
+      auto packages = PackagesArgument(value);
+      if (!packages) return std::unexpected(std::move(packages.error()));
+      request.program.packages = std::move(*packages);
     } else if (const engine::LimitSpec* spec = engine::FindLimit(key)) {
       auto limit = engine::ReadLimitOverride(*spec, value, "");
       if (!limit) return std::unexpected(std::move(limit.error()));
@@ -245,9 +273,20 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
   return request;
 }
 
-engine::Refused<engine::LimitOverrides> ParseCreateSessionArguments(const json& arguments) {
+engine::Refused<CreateSessionArguments> ParseCreateSessionArguments(const json& arguments) {
   if (!arguments.is_object()) return std::unexpected(BadArgument("arguments must be an object"));
-  return engine::ReadLimitOverrides(arguments, "");
+  CreateSessionArguments out;
+  json limits = arguments;
+  if (auto it = limits.find("packages"); it != limits.end()) {
+    auto packages = PackagesArgument(*it);
+    if (!packages) return std::unexpected(std::move(packages.error()));
+    out.packages = std::move(*packages);
+    limits.erase(it);
+  }
+  auto overrides = engine::ReadLimitOverrides(limits, "");
+  if (!overrides) return std::unexpected(std::move(overrides.error()));
+  out.limits = std::move(*overrides);
+  return out;
 }
 
 Expected<std::string> StringArgument(const json& arguments, const std::string& name) {

@@ -28,8 +28,13 @@ nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
 // execute_python's arguments {code, session_id?, packages?, <limit>?...} as the gate's request. A bad
 // argument is a refusal whose detail is meant for the model to correct itself.
 engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments);
-// create_session's arguments: the limits the session is created with.
-engine::Refused<engine::LimitOverrides> ParseCreateSessionArguments(const nlohmann::json& arguments);
+// create_session's arguments: the limits the session is created with, and the packages it is
+// created with (offered only where there is a wheelhouse; the gate refuses them without one).
+struct CreateSessionArguments {
+  engine::LimitOverrides limits;
+  std::vector<std::string> packages;
+};
+engine::Refused<CreateSessionArguments> ParseCreateSessionArguments(const nlohmann::json& arguments);
 // A required string argument (session_id for close_session).
 Expected<std::string> StringArgument(const nlohmann::json& arguments, const std::string& name);
 
