@@ -683,5 +683,32 @@ TEST(McpToolSchemas, OfferPackagesOnlyWithAWheelhouse) {
   EXPECT_FALSE(ParseExecuteArguments(json{{"code", ""}, {"packages", {1}}}));
 }
 
+TEST(McpToolSchemas, CreateSessionTakesPackagesBesideItsLimits) {
+  engine::LimitsConfig config;
+  auto create_tool = [&](const std::optional<std::vector<std::string>>& wheelhouse) {
+    for (const auto& t : ToolDefinitions(config, {}, wheelhouse))
+      if (t["name"] == "create_session") return t;
+    return json();
+  };
+  EXPECT_FALSE(create_tool(std::nullopt)["inputSchema"]["properties"].contains("packages"));
+  json with = create_tool(std::vector<std::string>{"polars"});
+  EXPECT_EQ(with["inputSchema"]["properties"]["packages"]["maxItems"], runtime::kMaxPackages);
+  EXPECT_TRUE(with["outputSchema"]["properties"].contains("installed"));
+  auto parsed = ParseCreateSessionArguments(json{{"packages", {"x==1.0"}}, {"memory_mb", 300}});
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(parsed->packages, (std::vector<std::string>{"x==1.0"}));
+  ASSERT_EQ(parsed->limits.size(), 1u);
+  EXPECT_EQ(parsed->limits[0].spec->name, "memory_mb");
+  auto none = ParseCreateSessionArguments(json{{"packages", nullptr}});
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->packages.empty());
+  EXPECT_TRUE(none->limits.empty());
+  EXPECT_FALSE(ParseCreateSessionArguments(json{{"packages", "x"}}));
+  EXPECT_FALSE(ParseCreateSessionArguments(json{{"packages", {1}}}));
+  auto unknown = ParseCreateSessionArguments(json{{"gpu", 1}});
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().type, "unknown-field");
+}
+
 }  // namespace
 }  // namespace execbox::api
