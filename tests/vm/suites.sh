@@ -7,7 +7,9 @@
 #
 # Left out, because software emulation runs Python ~15x slower and the kernel paths are the same
 # as in what runs: the repl cases that each start several interpreters with the stack
-# (timeouts, plots, end of input), the HTTP suites for routes, MCP and connections (no cgroup,
+# (timeouts, plots, end of input) or check how cells are read and shown (brackets, compound
+# statements, tracebacks, files, JSON: 40-50 s each there, the same jail as the cases kept),
+# the HTTP suites for routes, MCP and connections (no cgroup,
 # namespace or Landlock path of their own; they run on this host in `make test`), a package
 # set's cases beyond the first (below), and the parsers' and renderers' unit tests.
 set -u
@@ -132,7 +134,7 @@ run_ctest() {
 # they check is the engine's bookkeeping; the build's jail and writable bind run in the others).
 GTEST_FILTER='-PackageSetsTest.AFailedInstallLeavesNoSet:PackageSetsTest.AWheel*' run_ctest warm -j 1 -R '^(warm_root|warm_unprivileged)$'
 run_ctest cold -j 2 -R '^(Modes/(Run|Hostile|HostileSession|Repl)\.|CgroupTest|DetectCgroups|Landlock)' \
-  -E 'Repl\.(Timeout|Plot|ExitStops)'
+  -E 'Repl\.(Timeout|Plot|ExitStops|Brackets|CompoundStatement|Traceback|FilesTheCell|JsonGives)'
 
 # The HTTP API as root (warm pool in the root's group) and as the user (delegated group).
 check http-api '^OK' /usr/bin/python3 "$src/tests/http/run.py" "$build/execbox" "$build/execbox-worker" \
