@@ -15,6 +15,7 @@
 #include "base/io.h"
 #include "base/random.h"
 #include "base/sha256.h"
+#include "engine/result_json.h"
 #include "jail/sandbox.h"
 #include "runtime/font_cache.h"
 
@@ -74,10 +75,7 @@ bool Seal(const std::string& dir, uint64_t most) {
 }
 
 bool WriteManifest(const std::string& dir, const std::vector<InstalledPackage>& installed) {
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& p : installed)
-    list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
-  const std::string text = nlohmann::json{{"installed", list}}.dump();
+  const std::string text = nlohmann::json{{"installed", InstalledJson(installed)}}.dump();
   const std::string path = dir + "/manifest.json";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return false;
