@@ -11,9 +11,8 @@
 #include <csignal>
 #include <cstdlib>
 
-#ifndef EXECBOX_BINARY
-#error "EXECBOX_BINARY must name the binary under test"
-#endif
+#include "lib/test_paths.h"
+
 
 namespace execbox::e2e {
 namespace {
@@ -45,7 +44,7 @@ std::vector<std::string> Command(const std::vector<std::string>& args, Mode mode
     cmd.insert(cmd.end(), {"/usr/bin/setpriv", std::string("--reuid=") + kTestUser,
                            std::string("--regid=") + kTestUser, "--clear-groups", "--inh-caps=-all", "--"});
   }
-  cmd.push_back(EXECBOX_BINARY);
+  cmd.push_back(test::kExecboxBinary);
   cmd.insert(cmd.end(), args.begin(), args.end());
   return cmd;
 }

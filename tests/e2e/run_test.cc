@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "e2e/harness.h"
+#include "lib/test_paths.h"
 
 namespace execbox::e2e {
 namespace {
@@ -219,7 +220,7 @@ TEST_P(Run, LimitsOutOfRangeAreBadUsageNamingTheOption) {
 // real container).
 TEST_P(Run, InAContainerThatMasksProcAndRefusesSethostname) {
   if (::getuid() != 0) GTEST_SKIP() << "container_like needs root to mask /proc";
-  const std::vector<std::string> wrapper = {CONTAINER_LIKE, "--"};
+  const std::vector<std::string> wrapper = {test::kContainerLike, "--"};
   Invocation r = RunExecbox({"run", "--json", "-c",
                              "import os, socket\nprint(sorted(os.listdir('/proc')), socket.gethostname() == "
                              "'sandbox')\nopen('out.txt', 'w').write('x')\n"},

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include "lib/test_paths.h"
+
 namespace execbox::engine {
 namespace {
 
@@ -177,7 +179,7 @@ std::string UnitName(const LimitSpec& spec) {
 }
 
 TEST(LimitTable, TheReadmeSaysWhatTheTableSays) {
-  std::ifstream in(EXECBOX_SOURCE_DIR "/README.md");
+  std::ifstream in(std::string(test::kSourceDir) + "/README.md");
   ASSERT_TRUE(in.good()) << "README.md not found";
   std::stringstream text;
   text << in.rdbuf();
