@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # ctest entry: E2B's SDKs (the newest pair and an older one, pinned in sdk-*/) against `EXECBOX
 # serve` on a loopback port, with only E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY set, as a
-# user switching from E2B would.
+# user switching from E2B would. PAIR (new or old) runs one pair; ctest runs each as its own entry.
+#   run.sh EXECBOX BUILD_DIR [PAIR]
 set -uo pipefail
-execbox=${1:?usage: run.sh EXECBOX BUILD_DIR}
-build_dir=${2:?usage: run.sh EXECBOX BUILD_DIR}
+execbox=${1:?usage: run.sh EXECBOX BUILD_DIR [PAIR]}
+build_dir=${2:?usage: run.sh EXECBOX BUILD_DIR [PAIR]}
+pairs=("${3:-new}")
+[[ $# -ge 3 ]] || pairs=(new old)
 here=$(cd "$(dirname "$0")" && pwd)
 node_bin=$(bash "$here/setup.sh" "$build_dir")
 status=$?
@@ -38,7 +41,7 @@ if [[ -z $url ]]; then
 fi
 
 status=0
-for pair in new old; do
+for pair in "${pairs[@]}"; do
   dir="$build_dir/e2b-sdk/$pair"
   # Node resolves the SDK from the script's own directory upwards.
   cp "$here/sdk_test.mjs" "$dir/sdk_test.mjs"

@@ -11,8 +11,7 @@ status=$?
 source "$here/http_common.sh"
 log=$(mktemp "${TMPDIR:-/tmp}/execbox-mcp-http.XXXXXX")
 start_server "$execbox" "$log" || exit 1
-# Node resolves packages from the script's directory upwards (see run.sh).
-cp "$here/http_client_test.mjs" "$build_dir/mcp-node/http_client_test.mjs"
+# setup.sh put the test next to the installed SDK.
 node "$build_dir/mcp-node/http_client_test.mjs" "$SERVER_URL/mcp" "$TOKEN" "$TOKEN2"
 status=$?
 stop_server

@@ -11,9 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 bash "$here/setup.sh" "$build_dir"
 status=$?
 [[ $status -eq 0 ]] || exit $status
-# Node resolves packages from the script's directory upwards; NODE_PATH does not apply to ES
-# modules, so the test is copied next to the installed SDK.
-cp "$here/client_test.mjs" "$build_dir/mcp-node/client_test.mjs"
+# setup.sh put the test next to the installed SDK.
 if [[ $mode != server ]]; then
   exec node "$build_dir/mcp-node/client_test.mjs" "$execbox" --server never
 fi
