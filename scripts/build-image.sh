@@ -3,8 +3,9 @@
 # deploy/container/Containerfile and BUILD's Debian package (make deb), with podman.
 # The base is $IMAGE_BASE when set (e.g. docker.io/library/debian:bookworm-slim, pulled from a
 # registry); otherwise it is made here, with no registry at all: mmdebstrap builds a minimal
-# Debian 12 root from Debian's mirror (kept in BUILD/image/ and reused for a week) and
-# `podman import` makes it the image localhost/execbox-base:bookworm.
+# Debian 12 root from Debian's mirror (kept in EXECBOX_IMAGE_CACHE [~/.cache/execbox-image],
+# outside any checkout, and reused for a week) and `podman import` makes it the image
+# localhost/execbox-base:bookworm.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,8 +21,9 @@ pull=missing
 if [ -z "$base" ]; then
   pull=never
   base=localhost/execbox-base:bookworm
-  mkdir -p "$build/image"
-  rootfs=$build/image/bookworm-minbase.tar
+  cache=${EXECBOX_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/execbox-image}
+  mkdir -p "$cache"
+  rootfs=$cache/bookworm-minbase.tar
   if [ -z "$(find "$rootfs" -mtime -7 2>/dev/null)" ]; then
     echo "build-image: a Debian 12 base from the mirror (mmdebstrap --variant=minbase)" >&2
     # The name ends in .tar: mmdebstrap picks its output format from it.
@@ -38,6 +40,10 @@ context=$build/image-context
 rm -rf "$context"
 mkdir -p "$context"
 cp "$deb" "$context/"
+# The package's Depends as names, one a line, for the Containerfile's layer of dependencies
+# ("a (>= 1) | b" installs a).
+dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed -E 's/\|.*//; s/\(.*\)//; s/[[:space:]]//g' | grep -v '^$' \
+  >"$context/depends.txt"
 echo "build-image: $image from $base" >&2
 "${podman[@]}" build --quiet --network host --pull="$pull" --build-arg "BASE=$base" \
   -f "$here/deploy/container/Containerfile" -t "$image" "$context" >/dev/null

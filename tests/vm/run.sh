@@ -17,15 +17,17 @@ guest=$here/${VM_GUEST:-guest.sh}
 vm="$build/vm"
 mkdir -p "$vm"
 
-# The kernel the users run, unpacked (never installed on this host).
-if [ ! -e "$vm/kernel/ok" ]; then
-  rm -rf "$vm/kernel" && mkdir -p "$vm/kernel"
-  pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
-  [ -n "$pkg" ] || { echo "test-v2: apt knows no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
-  (cd "$vm/kernel" && apt-get download "$pkg" >/dev/null 2>&1 && dpkg-deb -x ./*.deb root && rm -f ./*.deb)
-  touch "$vm/kernel/ok"
+# The kernel the users run, unpacked (never installed on this host), once per version of it, in
+# EXECBOX_VM_CACHE [~/.cache/execbox-vm] outside any checkout.
+pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+[ -n "$pkg" ] || { echo "test-v2: apt knows no linux-image-amd64 (apt-get update?)" >&2; exit 1; }
+kernel=${EXECBOX_VM_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/execbox-vm}/$pkg
+if [ ! -e "$kernel/ok" ]; then
+  rm -rf "$kernel" && mkdir -p "$kernel"
+  (cd "$kernel" && apt-get download "$pkg" >/dev/null 2>&1 && dpkg-deb -x ./*.deb root && rm -f ./*.deb)
+  touch "$kernel/ok"
 fi
-kroot="$vm/kernel/root"
+kroot="$kernel/root"
 vmlinuz=$(find "$kroot/boot" -name "vmlinuz-*" | head -n 1)
 kver=${vmlinuz##*/vmlinuz-}
 
