@@ -14,7 +14,9 @@ from unittest import mock
 from test_agent import AGENT, AgentTestCase, WarmTestCase, run_agent
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(AGENT)))
-from execbox_agent import protocol, sandbox_ops  # noqa: E402
+from execbox_agent import sandbox_ops  # noqa: E402
+from execbox_agent.errors import RequestError  # noqa: E402
+from execbox_agent.request import parse_request  # noqa: E402
 
 del sys.path[0]
 
@@ -221,7 +223,7 @@ class RequestTest(AgentTestCase):
     BASE = {"mode": "run", "code": "", "policy": None}
 
     def parse(self, **fields):
-        return protocol.parse_request(dict(self.BASE, **fields))
+        return parse_request(dict(self.BASE, **fields))
 
     def test_defaults_and_new_fields(self):
         request = self.parse()
@@ -241,7 +243,7 @@ class RequestTest(AgentTestCase):
                  ({"depth": True}, "positive integer")]
         for fields, message in cases:
             with self.subTest(fields=fields):
-                with self.assertRaises(protocol.RequestError) as caught:
+                with self.assertRaises(RequestError) as caught:
                     self.parse(**fields)
                 self.assertIn(message, str(caught.exception))
 

@@ -1,5 +1,5 @@
-# The cold agent: one execution in a fresh interpreter, run as a script (protocol.py has the
-# invocation, the request and the report):
+# The cold agent: one execution in a fresh interpreter, run as a script (request.py has the
+# invocation and the request, report.py the report):
 #     python3 -I -S -B -u -X utf8 /opt/execbox/execbox_agent/__main__.pyc /opt/execbox/request.json
 import os
 import sys
@@ -8,9 +8,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from execbox_agent.cell import internal_error_event, register_source  # noqa: E402
 from execbox_agent.execution import State, check_and_compile, finish, prepare_interpreter, run  # noqa: E402
-from execbox_agent.protocol import (DEFAULTS, INTERNAL_ERROR_EXIT, SESSION_MODES, Reporter,  # noqa: E402
-                                    RequestError, load_request, safe_str, take_report_fd)
+from execbox_agent.errors import RequestError  # noqa: E402
+from execbox_agent.report import INTERNAL_ERROR_EXIT, Reporter, take_report_fd  # noqa: E402
+from execbox_agent.request import DEFAULTS, SESSION_MODES, load_request  # noqa: E402
 from execbox_agent.streams import OpenTracker, install_streams  # noqa: E402
+from execbox_agent.text import safe_str  # noqa: E402
 
 del sys.path[0]
 

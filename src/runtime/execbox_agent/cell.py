@@ -3,13 +3,12 @@
 # them, with only the user's frames and lines.
 import _ast  # the node classes, without the cost of importing ast (enum, contextlib, ...)
 import builtins
-import io
 import linecache
 import os
 import sys
 
 from .missing import add_missing_module_note
-from .protocol import cap_text, safe_str
+from .text import cap_text, safe_str, split_lines
 
 # traceback (with textwrap and contextlib) is imported where an error is formatted: a run
 # without one never needs it, and it costs a cold start ~1 ms.
@@ -38,12 +37,6 @@ def _source_error(source, filename, message, index):
         start += len(text)
     column = index - start + 1
     return SyntaxError(message, (filename, line, column, text.rstrip("\r\n"), line, column + 1))
-
-
-def split_lines(source):
-    """Lines as Python counts them (\n, \r\n, \r), endings kept. str.splitlines() would also
-    split at form feeds and U+2028, and shift every line number after one."""
-    return io.StringIO(source, newline="").readlines()
 
 
 def _ends_with_semicolon(lines, node):

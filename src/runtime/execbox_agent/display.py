@@ -5,7 +5,7 @@ import json
 import sys
 
 from .cell import format_exception
-from .protocol import cap_text
+from .text import cap_text
 
 REPR_METHODS = (
     ("text/html", "_repr_html_"),

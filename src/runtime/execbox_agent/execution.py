@@ -10,12 +10,13 @@ import os
 import sys
 
 from .cell import (CompileFailure, compile_cell, execute, format_exception, new_main_module, run_error_event,
-                   split_lines, syntax_error_event)
+                   syntax_error_event)
 from .display import Formatter, make_display
 from .figures import Figures, PyplotHook, patch_pyplot, seed_matplotlib_cache
 from .lint import lint, policy_error_event, public_finding
-from .protocol import event_line, safe_str
+from .report import event_line
 from .streams import flush_std_streams
+from .text import safe_str, split_lines
 from .wheelhouse import PackageInstallError
 from .wheelhouse import activate as activate_packages
 from .wheelhouse import install as install_packages

@@ -27,8 +27,8 @@ import _ast  # the node classes, without the cost of importing ast (enum, contex
 import os
 import sys
 
-from .cell import split_lines
-from .protocol import RequestError
+from .errors import RequestError
+from .text import split_lines
 
 RULE_KEYS = {"id", "action", "message", "suggestion", "description", "imports", "calls",
              "dynamic_calls", "path_calls", "allowed_paths", "builtins_access", "attributes"}

@@ -24,7 +24,7 @@ _TYPES = {stat.S_IFREG: "file", stat.S_IFDIR: "dir", stat.S_IFLNK: "symlink"}
 def error_event(exc):
     """The error event for an exception raised by the agent on the execution's behalf (a cwd or a
     path that does not exist): as an uncaught exception with no user frame would report it."""
-    from .protocol import safe_str
+    from .text import safe_str
     ename, evalue = type(exc).__name__, safe_str(exc)
     return {"type": "error", "phase": "run", "ename": ename, "evalue": evalue,
             "traceback": ["%s: %s" % (ename, evalue) if evalue else ename]}

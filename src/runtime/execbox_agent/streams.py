@@ -1,12 +1,12 @@
 # stdout / stderr: every byte goes straight to fd 1/2 (live output for the host) and into the
-# ordered stream record (protocol.Reporter); stdin for a warm execution; and the files the code
+# ordered stream record (report.Reporter); stdin for a warm execution; and the files the code
 # opened for writing, which must not lose buffered data to os._exit.
 import builtins
 import codecs
 import io
 import sys
 
-from .protocol import write_all
+from .report import write_all
 
 
 def _stream_encode_errors(exc):
