@@ -55,7 +55,7 @@ test: build deps-test ## build, then every unit and end-to-end test (ctest; READ
 unit: build ## build, then the unit tests alone (no jail, no root, no server; about a minute)
 	@scripts/test.sh $(BUILD) -L '^unit$$'
 
-# The VM stage (tests/vm, README "Pure cgroup v2"): Debian's own kernel under qemu, pure cgroup
+# The VM stage (tests/vm, docs/testing.md "Pure cgroup v2"): Debian's own kernel under qemu, pure cgroup
 # v2, the cgroup, namespace and Landlock paths as root and as a user with a delegated group, and
 # in Docker-shaped containers (runc); then a second boot under Debian's own systemd, where the
 # package's execbox.service runs for real.
@@ -68,7 +68,7 @@ test-sanitize: deps-test ## build with ASan and UBSan (in build-asan) and run ev
 	@$(MAKE) --no-print-directory BUILD=build-asan CMAKE_FLAGS="-DEXECBOX_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug" build
 	@scripts/test.sh build-asan
 
-# Installing (README "Installing"): PREFIX/bin/execbox, PREFIX/libexec/execbox/execbox-worker,
+# Installing (docs/deploy.md "Installing"): PREFIX/bin/execbox, PREFIX/libexec/execbox/execbox-worker,
 # /etc/execbox/execbox.toml, the systemd units. The Debian package is the same tree.
 PREFIX ?= /usr/local
 install: build ## install into PREFIX [/usr/local] without the package
@@ -81,7 +81,7 @@ deb: build ## the Debian package, BUILD/execbox_VERSION_amd64.deb
 
 # Packed again only when something it holds changed, so that stages running side by side (.ci/run)
 # never rewrite the package another one is reading.
-$(BUILD)/deb.stamp: $(BUILD)/execbox $(BUILD)/execbox-worker README.md src/api/http/openapi.json \
+$(BUILD)/deb.stamp: $(BUILD)/execbox $(BUILD)/execbox-worker README.md $(wildcard docs/*.md) src/api/http/openapi.json \
 		scripts/python-packages.txt scripts/python-packages-full.txt $(shell find deploy -type f)
 	@cd $(BUILD) && cpack -G DEB >/dev/null && touch deb.stamp
 
@@ -92,7 +92,7 @@ test-deb: deb deps-test ## the package installed, used, removed and purged on th
 
 # The container image localhost/execbox:VERSION (deploy/container/Containerfile, the package
 # inside) with podman; IMAGE_BASE=docker.io/library/debian:bookworm-slim takes the base from a
-# registry, else it is made from Debian's mirror (mmdebstrap). README "Container image".
+# registry, else it is made from Debian's mirror (mmdebstrap). docs/deploy.md "Container image".
 image: deb ## the container image localhost/execbox:VERSION (podman)
 	@scripts/install-image-deps.sh
 	@scripts/build-image.sh $(BUILD)
@@ -102,7 +102,7 @@ image: deb ## the container image localhost/execbox:VERSION (podman)
 test-image: image deps-test ## the image for real, in containers with podman's default security
 	@tests/image/image_test.sh $(BUILD)
 
-# Several instances behind nginx (tests/cluster, README "Several instances behind nginx"): three
+# Several instances behind nginx (tests/cluster, docs/deploy.md "Several instances behind nginx"): three
 # servers on loopback behind Debian's nginx with deploy/nginx's routing and the Kubernetes
 # router's configuration, as root.
 test-cluster: build deps-test ## three servers on loopback behind Debian's nginx
@@ -121,14 +121,14 @@ bench-http: build deps-test ## the HTTP server under load (wrk)
 bench-packages: build deps-test ## a wheelhouse's packages: installed, from a package set, in a session
 	@/usr/bin/python3 bench/package_bench.py $(BUILD)/execbox
 
-# E2B's SDK against the server (README, "Using the E2B SDK"): its common calls beside /v1 and python3 -c.
+# E2B's SDK against the server (docs/e2b.md, "Using the E2B SDK"): its common calls beside /v1 and python3 -c.
 bench-e2b: build deps-test ## E2B's SDK against the server, beside /v1 and python3 -c
 	@bench/e2b_bench.sh $(BUILD)/execbox $(BUILD)
 
 clean: ## remove the build trees (the compiler cache stays)
 	rm -rf build build-asan build-fuzz
 
-# Fuzzing (fuzz/, README "Fuzzing"): a clang build of its own in build-fuzz, then every target
+# Fuzzing (fuzz/, docs/testing.md "Fuzzing"): a clang build of its own in build-fuzz, then every target
 # for FUZZ_SECONDS on a scratch copy of its corpus; fails on a crash, leak or timeout.
 # FUZZ_JOBS targets run at once, each on one core.
 FUZZ_BUILD ?= build-fuzz

@@ -3,7 +3,7 @@
 // plain python3, bubblewrap, the cold jail (`execbox run --server never`), `execbox run` through
 // a local `execbox serve --unix` started for the bench, the warm pool (Engine::Execute) and a
 // session (Sessions::Execute); then sustained throughput at concurrency 1, 2 and 8, memory
-// per idle session, and the targets of DESIGN.md "Performance intent", met or not.
+// per idle session, and the targets of docs/design.md, "Performance intent", met or not.
 //
 //   execbox_bench [EXECBOX] [--quick] [--runs N] [--workers N] [--seconds S] [--sessions N]
 #include <fcntl.h>
@@ -274,7 +274,7 @@ void WaitServerFull(const std::string& path, size_t prepared, std::chrono::milli
 int main(int argc, char** argv) {
   std::string execbox = "build/execbox";
   int runs = 20;       // plot samples per row; print(1) rows get twice as many
-  int workers = 1;     // chosen on the 2-core VM (see README): 1 beat 2
+  int workers = 1;     // chosen on the 2-core VM (see docs/performance.md): 1 beat 2
   double seconds = 4;  // per throughput measurement (two halves, interleaved)
   int session_count = 100;
   bool quick = false;
@@ -740,7 +740,7 @@ int main(int argc, char** argv) {
   double served_r = Percentile(rows[kServed].ms, 0.5) / base;
   double tput_r = warm_rate[2] / plain_rate[2];
   double idle_mb = Mb(one_info->private_bytes);
-  std::printf("\ntargets (DESIGN.md):\n");
+  std::printf("\ntargets (docs/design.md):\n");
   std::printf("  warm print(1) p50 <= 0.10x plain          %6.3fx %s\n", warm_r, Met(warm_r <= 0.10));
   std::printf("  warm plot p50 <= 0.12x plain plot         %6.3fx %s\n", warm_plot_r,
               Met(warm_plot_r <= 0.12));

@@ -1,7 +1,7 @@
 // The server's TOML configuration (LoadConfigFile, api/http/config.h), read from a file as
 // `execbox serve --config` reads it. The input goes to a memfd, loaded through
 // /proc/self/fd/N: nothing is written to disk. An accepted file must leave a config within
-// the bounds the README documents; a refused one must leave the config as it was.
+// the bounds docs/api.md documents; a refused one must leave the config as it was.
 #include <sys/mman.h>
 #include <unistd.h>
 

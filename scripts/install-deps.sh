@@ -14,7 +14,7 @@ build_packages=(g++ cmake make pkg-config ccache python3 libseccomp-dev libpytho
 # The interpreter inside the sandbox and its packages: Debian's, never PyPI (the list is
 # shared with the Debian package's Depends).
 # EXECBOX_PACKAGES=full adds the heavy ones (torch, opencv, ...: python-packages-full.txt);
-# "standard", the default, is python-packages.txt alone (README "Packages").
+# "standard", the default, is python-packages.txt alone (docs/packages.md "Packages").
 lists=("$here/python-packages.txt")
 case "${EXECBOX_PACKAGES:-standard}" in
   standard) ;;

@@ -236,7 +236,7 @@ int RunServe(const ServeArgs& args) {
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();
   auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
-  // E2B's API on the same port (README, "Using the E2B SDK"), through the same gate; it is
+  // E2B's API on the same port (docs/e2b.md, "Using the E2B SDK"), through the same gate; it is
   // destroyed after the server stops and the API has drained.
   auto e2b = std::make_unique<api::e2b::E2bApi>(*gate, *api);
   api->Mount(e2b.get());
@@ -318,7 +318,7 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
                     "Also serve on this Unix socket (mode 0660): the server's user, root and its group's\n"
                     "members are let in by their kernel credentials, without a token; `execbox run` uses it");
   serve->add_option("--config", args->config_file,
-                    "TOML configuration file (see README, Configuration); without it, " +
+                    "TOML configuration file (see docs/api.md, Configuration); without it, " +
                         std::string(kDefaultConfigFile) + " when it exists");
   serve->add_option(
       "--instance", args->instance,
@@ -328,7 +328,7 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
                     "graceful stop, and its checkpoint before each execution when it has checkpoints");
   serve->add_option("--wheelhouse", args->wheelhouse,
                     "A directory of wheels the sandbox may install from, offline ([packages] wheelhouse;\n"
-                    "README, Packages): packages in a request (a one-shot's installed once per list and\n"
+                    "docs/packages.md): packages in a request (a one-shot's installed once per list and\n"
                     "reused, kept in the cache dir), pip install in a session");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");

@@ -1,4 +1,4 @@
-// The one result shape every front end returns (DESIGN.md), with Jupyter's names.
+// The one result shape every front end returns (docs/design.md, "Result"), with Jupyter's names.
 #pragma once
 
 #include <cstdint>
@@ -72,8 +72,8 @@ struct LeftOut {
   std::string reason;
 };
 
-// Whether a session's Python state survived up to this reply (DESIGN.md: a model is never told
-// its variables exist when they don't).
+// Whether a session's Python state survived up to this reply (docs/design.md, "Result": a model is
+// never told its variables exist when they don't).
 struct SessionState {
   std::string id;
   uint64_t generation = 0;  // +1 every time the session restarts from a fresh state

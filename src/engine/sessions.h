@@ -43,7 +43,7 @@ struct SessionOptions {
   std::chrono::seconds max_lifetime{24 * 3600};
   // This server's name among several behind one router ("" when alone): every session id
   // ends in "." and this name, so a router sends each session's calls to the instance that
-  // holds it (README, "Several instances").
+  // holds it (docs/deploy.md, "Several instances behind nginx").
   std::string instance;
   // Where sessions are kept across restarts ("": they end with the server). Made 0700.
   std::string state_dir;

@@ -1,5 +1,5 @@
-// A session's state copied as data, not as a process (DESIGN.md, "Sessions are copied as
-// state"): a snapshot made inside the session's own sandbox by its agent (the user's globals
+// A session's state copied as data, not as a process (docs/design.md, "Sessions are copied
+// as state"): a snapshot made inside the session's own sandbox by its agent (the user's globals
 // through cloudpickle, and the work dir's files), carried by the host as opaque bytes, and
 // restored inside a fresh child. The host never unpickles: it reads only the agent's summary
 // (names, what was left out), which is JSON.

@@ -52,7 +52,8 @@ const char* StepName(int step) {
 const char* StepFix(int step) {
   switch (step) {
     case kUnshare:
-      return " (the container's seccomp profile refuses user namespaces: README, \"Container image\")";
+      return " (the container's seccomp profile refuses user namespaces: "
+             "docs/deploy.md, \"Container image\")";
     case kMapIds:
       return " (the container must keep CAP_SETUID, CAP_SETGID and CAP_SETFCAP, which Docker, podman and "
              "containerd give by default: mapping the container's root into a user namespace needs them)";

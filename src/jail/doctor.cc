@@ -404,7 +404,7 @@ std::vector<Check> Diagnose() {
                            .detail = c.detail,
                            .fix =
                                "keep CAP_SETUID, CAP_SETGID and CAP_SETFCAP and allow unshare(CLONE_NEWUSER) "
-                               "and mount in the container (README, \"Container image\")"});
+                               "and mount in the container (docs/deploy.md, \"Container image\")"});
   }
   checks.push_back(Seccomp());
   checks.push_back(Landlock());

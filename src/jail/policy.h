@@ -13,7 +13,8 @@
 
 namespace execbox::jail {
 
-// Every limit, with DESIGN.md's defaults. One source of truth: the CLI and docs read these.
+// Every limit, with the defaults of docs/design.md, "Defaults". One source of truth: the CLI and
+// docs read these.
 struct Limits {
   std::chrono::milliseconds wall_time{30'000};
   std::chrono::milliseconds cpu_time{30'000};

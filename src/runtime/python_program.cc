@@ -149,7 +149,7 @@ namespace {
 // `pip` and `pip3` in the sandbox: an install goes through the agent's checks (wheelhouse.py).
 const char* const kPipScript =
     "#!/bin/sh\n"
-    "# pip in the sandbox: installs come only from the server's wheelhouse (README \"Packages\").\n"
+    "# pip in the sandbox: installs come only from the server's wheelhouse (docs/packages.md \"Packages\").\n"
     "exec /usr/bin/python3 -I -S -c 'import sys; sys.path.insert(0, \"/opt/execbox\"); "
     "from execbox_agent.wheelhouse import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n";
 

@@ -15,9 +15,9 @@ inline constexpr const char* kWorkerConfigPath = "/opt/execbox/worker.json";
 
 struct WorkerOptions {
   // Imported once in the zygote; every child starts with them loaded. The scientific stack, and
-  // the standard set's modules models import most: `make bench-options` (README, Benchmark)
-  // measured those ten costing ~0.5 s in each execution that imports them, against ~30 MB more
-  // zygote and no change in a print(1) or a session's private memory.
+  // the standard set's modules models import most: `make bench-options` (docs/performance.md,
+  // "The warm path's options") measured those ten costing ~0.5 s in each execution that imports
+  // them, against ~30 MB more zygote and no change in a print(1) or a session's private memory.
   std::vector<std::string> preload = {"numpy",    "pandas",     "matplotlib", "matplotlib.pyplot",
                                       "scipy",    "requests",   "tqdm",       "jinja2",
                                       "tabulate", "sqlalchemy", "plotly",     "xlrd",

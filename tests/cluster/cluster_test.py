@@ -1,6 +1,6 @@
 """Three `execbox serve --instance execbox-0|1|2` behind Debian's nginx with deploy/nginx's
-routing, on loopback; every assertion goes through nginx (README, "Several instances behind
-nginx"). The same instances are also put behind the Kubernetes router's configuration
+routing, on loopback; every assertion goes through nginx (docs/deploy.md, "Several instances
+behind nginx"). The same instances are also put behind the Kubernetes router's configuration
 (deploy/kubernetes/router-nginx.conf), with kube_dns.py standing in for kube-dns.
 
 usage: cluster_test.py BUILD_DIR WORK_DIR   (run by tests/cluster/run.sh, as root)

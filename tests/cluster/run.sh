@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/cluster/run.sh BUILD_DIR: three `execbox serve --instance execbox-0|1|2` behind Debian's nginx
-# with deploy/nginx's routing, all on loopback (README, "Several instances behind nginx"); the
+# with deploy/nginx's routing, all on loopback (docs/deploy.md, "Several instances behind nginx"); the
 # checks are in cluster_test.py. As root (warm pools). Ends with `N passed, M failed`.
 set -uo pipefail
 build=${1:?usage: run.sh BUILD_DIR}

@@ -1,4 +1,4 @@
-// Validates deploy/ offline (README, "Kubernetes"): every manifest against Kubernetes' own
+// Validates deploy/ offline (docs/deploy.md, "Kubernetes"): every manifest against Kubernetes' own
 // schemas, with unknown fields refused as `kubectl apply` refuses them, then what the schemas
 // cannot say: the facts execbox's pods and the router depend on.
 //

@@ -543,7 +543,7 @@ class SessionTest(SharedCase):
         self.assertEqual(r["session"]["state"], "preserved")
 
     def test_delete_while_an_execution_runs(self):
-        # README: "Delete: frees the process tree, the cgroup and the mounts at once." A running
+        # docs/sessions.md, "Sessions", says: "Delete: frees the process tree, the cgroup and the mounts at once." A running
         # cell must not hold the DELETE up for the rest of its time limit.
         sid = self.create()
         box = {}

@@ -1,4 +1,4 @@
-"""Installs from a host wheelhouse (README "Packages"), end to end: wheels built here with
+"""Installs from a host wheelhouse (docs/packages.md "Packages"), end to end: wheels built here with
 `pip wheel`, offline, from small packages this file writes; `execbox serve --wheelhouse` (and
 `[packages] wheelhouse` in a config file); a request's `packages`, a session's, and `pip install`
 inside a session. Refused with a clear error, the server serving on: a package the wheelhouse

@@ -1,8 +1,8 @@
 """`execbox serve` as a service: systemd's readiness protocol (READY=1, RELOADING=1 with
 MONOTONIC_USEC, STOPPING=1 on $NOTIFY_SOCKET), keys read again on SIGHUP (a bad file keeps the
 keys in force), and an instance name (--instance, EXECBOX_INSTANCE) that ends every session and
-MCP session id and is sent in Execbox-Instance, so a router can pin sessions (README, "Several
-instances")."""
+MCP session id and is sent in Execbox-Instance, so a router can pin sessions
+(docs/deploy.md, "Several instances behind nginx")."""
 import hashlib
 import os
 import signal

@@ -2,7 +2,7 @@
 # make test-image: the container image for real, in podman containers with the runtime's
 # default security (no --privileged, default seccomp profile, masked /proc, no cgroup access):
 # --version, doctor, executions (a value, a plot, files), the limits (a memory bomb, a fork bomb,
-# a timeout), the server over HTTP and its graceful stop, the hardened settings the README
+# a timeout), the server over HTTP and its graceful stop, the hardened settings docs/deploy.md
 # recommends (all capabilities dropped but SETUID/SETGID/SETFCAP, no-new-privileges, read-only root),
 # a non-root user, and the clear refusal when CAP_SETUID is gone. Ends with "N passed, M failed".
 set -uo pipefail
@@ -88,7 +88,7 @@ check "the server: podman stop is a graceful stop (exit 0)" sh -c "${podman[*]} 
 check "the server refuses every address without a key, saying so" \
   sh -c "${run[*]} $image 2>&1 | grep -q 'refusing to listen on 0.0.0.0 without an API key'"
 
-# The settings README recommends, and a non-root user.
+# The settings docs/deploy.md, "Container image", recommends, and a non-root user.
 hardened=(--cap-drop ALL --cap-add SETUID,SETGID,SETFCAP --security-opt no-new-privileges --read-only --tmpfs /tmp)
 expect_json "hardened (caps dropped but SETUID/SETGID/SETFCAP, no-new-privileges, read-only root): runs" \
   'r["status"], r["stdout"]' "('ok', '1\\n')" "${hardened[@]}" "$image" run --json -c 'print(1)'

@@ -42,7 +42,7 @@ check "apt-get install ./$(basename "$deb")" apt-get install -y -qq "$deb"
 check "installed: /usr/bin/execbox, its worker, settings, units, docs" \
   test -x /usr/bin/execbox -a -x /usr/libexec/execbox/execbox-worker -a -f /etc/execbox/execbox.toml \
   -a -f /usr/lib/systemd/system/execbox.service -a -f /usr/lib/systemd/user/execbox.service \
-  -a -f /usr/share/doc/execbox/README.md
+  -a -f /usr/share/doc/execbox/README.md -a -f /usr/share/doc/execbox/docs/deploy.md
 version=$(sed -n 's/^project(execbox VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
 check "execbox --version is the package's ($version)" \
   sh -c "/usr/bin/execbox --version | grep -qx 'execbox $version' && dpkg-query -W -f='\${Version}' execbox | grep -qx '$version'"

@@ -1,4 +1,4 @@
-// E2B's API over execbox, served on the HTTP server's port (README, "Using the E2B SDK"), so
+// E2B's API over execbox, served on the HTTP server's port (docs/e2b.md, "Using the E2B SDK"), so
 // that E2B's own SDKs work unchanged with E2B_API_URL and E2B_SANDBOX_URL pointed here.
 //
 // A sandbox is an execbox session of the API key that created it (the key in X-API-KEY), its

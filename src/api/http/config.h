@@ -62,7 +62,7 @@ struct ServerConfig {
   std::string session_state_dir;  // sessions kept across restarts here (engine::SessionOptions); "": not kept
 
   // [packages] wheelhouse: a directory of wheels the sandbox may install from (read-only,
-  // never the network; README "Packages"); "" for none.
+  // never the network; docs/packages.md "Packages"); "" for none.
   std::string wheelhouse;
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
@@ -77,8 +77,8 @@ Status CheckWheelhouse(const std::string& dir);
 // A config with every default.
 ServerConfig DefaultConfig();
 
-// Reads a TOML file over `config` (unknown keys are an error that names them). See
-// docs in README ("Configuration") for the keys.
+// Reads a TOML file over `config` (unknown keys are an error that names them). The keys are
+// in docs/api.md, "Configuration".
 Status LoadConfigFile(const std::string& path, ServerConfig& config);
 
 // EXECBOX_API_KEYS: comma-separated tokens (ids "env-1", "env-2", ...), hashed at once;

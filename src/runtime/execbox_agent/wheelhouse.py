@@ -1,4 +1,4 @@
-# Installs from the operator's wheelhouse, never the network (README "Packages"). The host
+# Installs from the operator's wheelhouse, never the network (docs/packages.md "Packages"). The host
 # binds its [packages] wheelhouse directory read-only at WHEELHOUSE. Packages go into the work
 # dir's user base (PYTHONUSERBASE, under a name the file collection skips), so a session keeps
 # them from one execution to the next, and its snapshots, forks and exports carry them; they
