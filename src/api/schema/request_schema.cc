@@ -1,0 +1,237 @@
+#include "api/schema/request_schema.h"
+
+#include "runtime/python_program.h"
+
+namespace execbox::api {
+namespace {
+
+constexpr unsigned kExecutions = kExecuteBody | kSessionExecuteBody;
+
+const RequestField kTable[] = {
+    {.id = FieldId::kCode,
+     .name = "code",
+     .in = kExecutions | kCheckBody | kExecutePythonTool,
+     .type = JsonType::kString,
+     .required = true,
+     .nullable = false,
+     .descriptions = {{{kExecutions, "Python 3 source. May be empty; must not contain NUL."},
+                       {kCheckBody, "Python 3 source to check; must not contain NUL."},
+                       {kExecutePythonTool, "Python 3 source to run."}}}},
+    {.id = FieldId::kStdin,
+     .name = "stdin",
+     .in = kExecutions,
+     .type = JsonType::kString,
+     .descriptions = {{{kExecutions, "Given to the code as standard input."}}}},
+    {.id = FieldId::kFiles,
+     .name = "files",
+     .in = kExecutions,
+     .type = JsonType::kArray,
+     .items = JsonType::kObject,
+     .component = "InputFile",
+     .descriptions = {{{kExecutions,
+                        "Files placed in the work dir before the code starts: at most 32 by default (a server "
+                        "setting; more is 422), names unique, and all of them together no larger than the work "
+                        "dir (`limits.disk_mb`; more is 413)."}}}},
+    // In a tool's arguments each limit is an argument of its own (a flat list of numbers is
+    // what a model fills in most reliably); in a body they are one object.
+    {.id = FieldId::kLimits,
+     .name = "limits",
+     .in = kExecutions | kSessionBody | kExecutePythonTool | kCreateSessionTool,
+     .type = JsonType::kObject,
+     .component = "Limits",
+     .descriptions = {{{kExecutions | kSessionBody,
+                        "Each limit not named takes the server's default (`default` here is this server's); a "
+                        "value above `maximum` is refused with 422 `limit-exceeded` (never silently lowered); "
+                        "zero, negative or below `minimum` is 400 `invalid-value`; null is the same as absent. "
+                        "Whole numbers may be written as `512.0`. When `timeout_seconds` is raised above the "
+                        "CPU time and `cpu_seconds` is not named, the CPU time follows it. In a session, "
+                        "`disk_mb` is fixed when the session is created: another value in an execution is 422 "
+                        "`limit-fixed`."}}}},
+    {.id = FieldId::kCheckpoint,
+     .name = "checkpoint",
+     .in = kSessionBody,
+     .type = JsonType::kBoolean,
+     .nullable = false,
+     .default_json = "false",
+     .descriptions = {{{kSessionBody,
+                        "Keep a snapshot of the session's state from before each execution, so that `POST "
+                        "/v1/sessions/{id}/undo` can put it back. Each execution then costs a snapshot (its "
+                        "globals through cloudpickle and its work dir), made inside the session's sandbox."}}}},
+    {.id = FieldId::kPolicy,
+     .name = "policy",
+     .in = kExecutions | kCheckBody,
+     .type = JsonType::kString,
+     .component = "Policy",
+     .default_json = R"("permissive")",
+     .descriptions = {{{kExecutions | kCheckBody,
+                        "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` "
+                        "refuses e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
+    // What jail::ValidateRelativeName takes of a path in all: a file name is never longer.
+    {.id = FieldId::kFilename,
+     .name = "filename",
+     .in = kExecutions,
+     .type = JsonType::kString,
+     .min_length = 1,
+     .max_length = 1020,
+     .pattern = R"(^[^\n\r]*$)",
+     .descriptions = {{{kExecutions,
+                        "The name tracebacks give the code (default `<cell>`): one line. `execbox run "
+                        "script.py` sends `script.py`."}}}},
+    {.id = FieldId::kPackages,
+     .name = "packages",
+     .in = kExecutions | kSessionBody | kExecutePythonTool | kCreateSessionTool,
+     .type = JsonType::kArray,
+     .items = JsonType::kString,
+     .max_items = runtime::kMaxPackages,
+     .descriptions =
+         {{{kExecutions,
+            "Distributions to install from the server's wheelhouse (`[packages] wheelhouse`; never the "
+            "network) before the code runs, each a name with an optional version (`tqdm`, `name==1.2`, "
+            "`x>=1,<2`) and nothing else (400 `invalid-packages`). pip resolves them against the wheelhouse "
+            "alone; each wheel must fit in the work dir (they install into it, under `.execbox-packages`, "
+            "which never comes back in `files`) and match its pin when the wheelhouse's requirements.txt pins "
+            "`--hash` values; every module they provide must import. A failed install is the result's `error` "
+            "(`PackageInstallError`, saying why) and the code does not run. In a session the packages stay "
+            "for its later executions (and its forks and snapshots). A one-shot execution's packages are "
+            "installed once per list of names and wheelhouse content, as a read-only package set that later "
+            "executions with the same `packages` import from at `/opt/execbox/package-sets/` "
+            "(docs/packages.md, \"Packages\"). Without a wheelhouse: 409 `no-wheelhouse`."},
+           {kSessionBody,
+            "Installed from the wheelhouse into the new session before it is answered for, as an execution's "
+            "`packages` (under the session's limits). The names are checked before a session is made (400 "
+            "`invalid-packages`, 409 `no-wheelhouse`); if the install fails the session is closed again and "
+            "the answer is 422 `package-install-failed`, saying why."},
+           {kExecutePythonTool,
+            "Packages to install from this server's wheelhouse (never the network), e.g. [\"polars\"] or "
+            "[\"name==1.2\"]; installed before the code runs; in a session they stay installed. Inside the "
+            "sandbox, `pip install NAME` does the same."},
+           {kCreateSessionTool,
+            "Packages to install from this server's wheelhouse (never the network), e.g. [\"polars\"] or "
+            "[\"name==1.2\"]; installed when the session is made (if one fails, no session is made). Inside "
+            "the sandbox, `pip install NAME` does the same."}}}},
+    {.id = FieldId::kSessionId,
+     .name = "session_id",
+     .in = kExecuteBody | kExecutePythonTool,
+     .type = JsonType::kString,
+     .min_length = 1,
+     .descriptions = {{{kExecuteBody,
+                        "Run in this session (as `POST /v1/sessions/{id}/execute` does). Not accepted on the "
+                        "session route, where the id is in the path."},
+                       {kExecutePythonTool,
+                        "Run in this session (from create_session) so variables persist; omit for a fresh "
+                        "sandbox."}}}},
+    {.id = FieldId::kFileName,
+     .name = "name",
+     .in = kInputFile,
+     .type = JsonType::kString,
+     .required = true,
+     .nullable = false,
+     .min_length = 1,
+     .descriptions = {{{kInputFile,
+                        "A path relative to the work dir (`data/in.csv`): no leading `/`, no `.` or `..` or "
+                        "empty component, no control characters, at most 255 bytes a component and 1020 in "
+                        "all. Parent directories are created."}}}},
+    {.id = FieldId::kFileContent,
+     .name = "content_base64",
+     .in = kInputFile,
+     .type = JsonType::kString,
+     .required = true,
+     .nullable = false,
+     .content_encoding = "base64",
+     .descriptions = {{{kInputFile, "The content, standard base64 with padding, no whitespace."}}}},
+};
+
+bool IsTool(Request request) { return (request & (kExecutePythonTool | kCreateSessionTool)) != 0; }
+
+bool Is(JsonType type, const nlohmann::json& value) {
+  switch (type) {
+    case JsonType::kString:
+      return value.is_string();
+    case JsonType::kBoolean:
+      return value.is_boolean();
+    case JsonType::kArray:
+      return value.is_array();
+    case JsonType::kObject:
+      return value.is_object();
+    case JsonType::kNone:
+      break;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::span<const RequestField> RequestFields() { return kTable; }
+
+std::vector<const RequestField*> FieldsOf(Request request) {
+  std::vector<const RequestField*> out;
+  for (const auto& field : kTable) {
+    if (field.in & request) out.push_back(&field);
+  }
+  return out;
+}
+
+const RequestField* FindField(Request request, std::string_view name) {
+  for (const auto& field : kTable) {
+    if ((field.in & request) && field.name == name) {
+      return field.id == FieldId::kLimits && IsTool(request) ? nullptr : &field;
+    }
+  }
+  return nullptr;
+}
+
+std::string AllowedNames(Request request) {
+  std::string out;
+  for (const RequestField* field : FieldsOf(request)) out += (out.empty() ? "" : ", ") + std::string(field->name);
+  return out;
+}
+
+std::string_view DescriptionOf(const RequestField& field, Request request) {
+  for (const auto& text : field.descriptions) {
+    if (text.in & request) return text.text;
+  }
+  return {};
+}
+
+bool HasType(const RequestField& field, const nlohmann::json& value) { return Is(field.type, value); }
+
+bool ItemHasType(const RequestField& field, const nlohmann::json& item) { return Is(field.items, item); }
+
+std::string ExpectedType(JsonType type) {
+  switch (type) {
+    case JsonType::kString:
+      return "a string";
+    case JsonType::kBoolean:
+      return "a boolean";
+    case JsonType::kArray:
+      return "an array";
+    case JsonType::kObject:
+      return "an object";
+    case JsonType::kNone:
+      break;
+  }
+  return "any value";
+}
+
+std::string ExpectedType(const RequestField& field) {
+  if (field.type == JsonType::kArray && field.items == JsonType::kString) return "an array of strings";
+  return ExpectedType(field.type);
+}
+
+std::string_view JsonTypeName(JsonType type) {
+  switch (type) {
+    case JsonType::kString:
+      return "string";
+    case JsonType::kBoolean:
+      return "boolean";
+    case JsonType::kArray:
+      return "array";
+    case JsonType::kObject:
+      return "object";
+    case JsonType::kNone:
+      break;
+  }
+  return "";
+}
+
+}  // namespace execbox::api
