@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/mcp/json_rpc.h"
+#include "api/schema/request_schema.h"
 #include "base/base64.h"
 
 namespace execbox::api {
@@ -196,133 +197,218 @@ class StrictBuilder : public nlohmann::json_sax<json> {
 };
 
 // ---- Fields --------------------------------------------------------------------------------
+// Which fields a body may carry, whether each is required, may be null and has the right JSON
+// type: the request schema's (api/schema/request_schema.h). What is checked beyond that is each
+// field's own reader below.
 
-// Absent and null are the same for an optional field.
-const json* Optional(const json& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
+// What a body says, as its fields are read.
+struct Reading {
+  engine::ExecutionRequest call;
+  bool checkpoint = false;
+  size_t max_files = kMaxInputFiles;
+};
+
+using Read = std::expected<void, Problem>;
+
+// The first key of `object` (in its order) that `request` does not carry.
+Read RefuseUnknown(const json& object, Request request, const std::string& prefix) {
+  for (const auto& item : object.items()) {
+    const std::string& key = item.key();
+    if (FindField(request, key) != nullptr) continue;
+    // The one field the session route leaves out: its session is the path's.
+    const bool in_path = request == kSessionExecuteBody && FindField(kExecuteBody, key) != nullptr;
+    return UnknownField(prefix + key, AllowedNames(request),
+                        in_path ? "; the session is the one named in the path" : "");
+  }
+  return {};
+}
+
+// The field's value in `object`; null when it is absent or null and may be; a problem when it
+// is required and absent, or not of its type.
+std::expected<const json*, Problem> Present(const json& object, const RequestField& field,
+                                            const std::string& prefix) {
+  const std::string name = prefix + std::string(field.name);
+  auto it = object.find(field.name);
+  if (it == object.end()) {
+    if (field.required) return MissingField(name);
+    return nullptr;
+  }
+  if (it->is_null() && field.nullable) return nullptr;
+  if (!HasType(field, *it)) return WrongType(name, ExpectedType(field), *it);
   return &*it;
 }
 
-std::expected<std::optional<std::string>, Problem> OptionalString(const json& object, const char* name,
-                                                                  const std::string& field) {
-  const json* value = Optional(object, name);
-  if (value == nullptr) return std::nullopt;
-  if (!value->is_string()) return WrongType(field, "a string", *value);
-  return value->get<std::string>();
-}
-
-std::string Join(std::initializer_list<const char*> names) {
-  std::string out;
-  for (const char* n : names) out += (out.empty() ? "" : ", ") + std::string(n);
-  return out;
-}
-
-std::expected<std::string, Problem> ReadCode(const json& body) {
-  auto it = body.find("code");
-  if (it == body.end()) return MissingField("code");
-  if (!it->is_string()) return WrongType("code", "a string", *it);
-  std::string code = it->get<std::string>();
+Read ReadCode(const json& value, Reading& out) {
+  const std::string& code = value.get_ref<const std::string&>();
   if (size_t nul = code.find('\0'); nul != std::string::npos) {
     return InvalidValue("code", "contains a NUL character (at byte " + std::to_string(nul) +
                                     "), which Python source cannot hold");
   }
-  return code;
+  out.call.program.code = code;
+  return {};
 }
 
-std::expected<std::string, Problem> ReadPolicy(const json& body) {
-  auto policy = OptionalString(body, "policy", "policy");
-  if (!policy) return std::unexpected(policy.error());
-  if (!*policy) return std::string("permissive");
-  if (!runtime::PolicyProfile(**policy)) {
+Read ReadPolicy(const json& value, Reading& out) {
+  const std::string& policy = value.get_ref<const std::string&>();
+  if (!runtime::PolicyProfile(policy)) {
     std::vector<std::string> known = runtime::PolicyProfileNames();
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
     return Refuse(400, "unknown-policy", "Unknown policy profile",
-                  "unknown policy profile " + Quoted(**policy) + " (known: " + list + ")",
+                  "unknown policy profile " + Quoted(policy) + " (known: " + list + ")",
                   {{"field", "policy"}, {"known", known}});
   }
-  return **policy;
+  out.call.program.policy = policy;
+  return {};
+}
+
+// The name tracebacks give the code (`execbox run script.py` sends "script.py"): one line.
+Read ReadFilename(const RequestField& field, const json& value, Reading& out) {
+  const std::string& name = value.get_ref<const std::string&>();
+  if (name.size() < field.min_length || name.size() > field.max_length ||
+      name.find_first_of(std::string("\n\r\0", 3)) != std::string::npos) {
+    return InvalidValue("filename", "must be one line of " + std::to_string(field.min_length) + " to " +
+                                        std::to_string(field.max_length) + " bytes");
+  }
+  out.call.program.display_name = name;
+  return {};
 }
 
 // `limits`: an object of the limit schema's names (engine/limit_schema.h), each checked for its
 // type here and for its bounds by the gate.
-std::expected<engine::LimitOverrides, Problem> ReadLimits(const json& body) {
-  const json* object = Optional(body, "limits");
-  if (object == nullptr) return engine::LimitOverrides{};
-  if (!object->is_object()) return WrongType("limits", "an object", *object);
-  auto overrides = engine::ReadLimitOverrides(*object, "limits.");
+Read ReadLimits(const json& value, Reading& out) {
+  auto overrides = engine::ReadLimitOverrides(value, "limits.");
   if (!overrides) return std::unexpected(ProblemOf(overrides.error()));
-  return std::move(*overrides);
+  out.call.limits = std::move(*overrides);
+  return {};
+}
+
+// One of files[]: its shape first (the request schema's InputFile), then its name (unique, and
+// neither the directory of another nor under another) and its content.
+Read ReadFile(const json& file, const std::string& at, std::set<std::string>& names, Reading& out) {
+  if (auto s = RefuseUnknown(file, kInputFile, at + "."); !s) return s;
+  for (const RequestField* field : FieldsOf(kInputFile)) {
+    if (auto value = Present(file, *field, at + "."); !value)
+      return std::unexpected(std::move(value.error()));
+  }
+  auto name = ValidateFilePath(file["name"].get_ref<const std::string&>());
+  if (!name) {
+    Problem p = std::move(name.error());
+    p.detail = at + ".name: " + p.detail;
+    p.extra["field"] = at + ".name";
+    return std::unexpected(std::move(p));
+  }
+  if (names.contains(*name)) {
+    return Refuse(400, "duplicate-file", "Duplicate file", at + ".name: " + Quoted(*name) + " is given twice",
+                  {{"field", at + ".name"}});
+  }
+  // "a" and "a/b" cannot both be: one needs "a" to be a file, the other a directory.
+  for (size_t slash = name->find('/'); slash != std::string::npos; slash = name->find('/', slash + 1)) {
+    if (names.contains(name->substr(0, slash))) {
+      return Refuse(400, "duplicate-file", "Duplicate file",
+                    at + ".name: " + Quoted(*name) + " needs " + Quoted(name->substr(0, slash)) +
+                        " to be a directory, but another file has that name",
+                    {{"field", at + ".name"}});
+    }
+  }
+  if (auto it = names.lower_bound(*name + "/"); it != names.end() && it->starts_with(*name + "/")) {
+    return Refuse(
+        400, "duplicate-file", "Duplicate file",
+        at + ".name: " + Quoted(*name) + " is also a directory of another file (" + Quoted(*it) + ")",
+        {{"field", at + ".name"}});
+  }
+  auto content = Base64Decode(file["content_base64"].get_ref<const std::string&>());
+  if (!content) {
+    return Refuse(400, "invalid-base64", "Invalid base64",
+                  "'" + at +
+                      ".content_base64' is not valid base64 (standard alphabet, with padding, no "
+                      "whitespace or line breaks)",
+                  {{"field", at + ".content_base64"}});
+  }
+  names.insert(*name);
+  out.call.program.inputs.push_back({.name = std::move(*name), .content = std::move(*content)});
+  return {};
 }
 
 // files[]: decoded and their names checked (whether they fit the work dir is the gate's to say).
-std::expected<std::vector<jail::InputFile>, Problem> ReadFiles(const json& body, size_t max_files) {
-  std::vector<jail::InputFile> inputs;
-  const json* files = Optional(body, "files");
-  if (files == nullptr) return inputs;
-  if (!files->is_array()) return WrongType("files", "an array", *files);
-  if (files->size() > max_files) {
+Read ReadFiles(const RequestField& field, const json& files, Reading& out) {
+  if (files.size() > out.max_files) {
     return Refuse(422, "limit-exceeded", "Limit exceeded",
-                  "'files' holds " + std::to_string(files->size()) +
-                      " files, above this server's maximum of " + std::to_string(max_files),
-                  {{"limit", "files"}, {"requested", files->size()}, {"maximum", max_files}});
+                  "'files' holds " + std::to_string(files.size()) +
+                      " files, above this server's maximum of " + std::to_string(out.max_files),
+                  {{"limit", "files"}, {"requested", files.size()}, {"maximum", out.max_files}});
   }
   std::set<std::string> names;
-  for (size_t i = 0; i < files->size(); ++i) {
-    const json& file = (*files)[i];
-    std::string at = "files[" + std::to_string(i) + "]";
-    if (!file.is_object()) return WrongType(at, "an object", file);
-    for (const auto& item : file.items()) {
-      if (item.key() != "name" && item.key() != "content_base64") {
-        return UnknownField(at + "." + item.key(), "name, content_base64");
-      }
-    }
-    auto name_it = file.find("name");
-    if (name_it == file.end()) return MissingField(at + ".name");
-    if (!name_it->is_string()) return WrongType(at + ".name", "a string", *name_it);
-    auto content_it = file.find("content_base64");
-    if (content_it == file.end()) return MissingField(at + ".content_base64");
-    if (!content_it->is_string()) return WrongType(at + ".content_base64", "a string", *content_it);
-
-    auto name = ValidateFilePath(name_it->get<std::string>());
-    if (!name) {
-      Problem p = std::move(name.error());
-      p.detail = at + ".name: " + p.detail;
-      p.extra["field"] = at + ".name";
-      return std::unexpected(std::move(p));
-    }
-    if (names.contains(*name)) {
-      return Refuse(400, "duplicate-file", "Duplicate file",
-                    at + ".name: " + Quoted(*name) + " is given twice", {{"field", at + ".name"}});
-    }
-    // "a" and "a/b" cannot both be: one needs "a" to be a file, the other a directory.
-    for (size_t slash = name->find('/'); slash != std::string::npos; slash = name->find('/', slash + 1)) {
-      if (names.contains(name->substr(0, slash))) {
-        return Refuse(400, "duplicate-file", "Duplicate file",
-                      at + ".name: " + Quoted(*name) + " needs " + Quoted(name->substr(0, slash)) +
-                          " to be a directory, but another file has that name",
-                      {{"field", at + ".name"}});
-      }
-    }
-    if (auto it = names.lower_bound(*name + "/"); it != names.end() && it->starts_with(*name + "/")) {
-      return Refuse(
-          400, "duplicate-file", "Duplicate file",
-          at + ".name: " + Quoted(*name) + " is also a directory of another file (" + Quoted(*it) + ")",
-          {{"field", at + ".name"}});
-    }
-    auto content = Base64Decode(content_it->get_ref<const std::string&>());
-    if (!content) {
-      return Refuse(400, "invalid-base64", "Invalid base64",
-                    "'" + at +
-                        ".content_base64' is not valid base64 (standard alphabet, with padding, no "
-                        "whitespace or line breaks)",
-                    {{"field", at + ".content_base64"}});
-    }
-    names.insert(*name);
-    inputs.push_back({.name = std::move(*name), .content = std::move(*content)});
+  for (size_t i = 0; i < files.size(); ++i) {
+    const std::string at = "files[" + std::to_string(i) + "]";
+    if (!ItemHasType(field, files[i])) return WrongType(at, ExpectedType(field.items), files[i]);
+    if (auto s = ReadFile(files[i], at, names, out); !s) return s;
   }
-  return inputs;
+  return {};
+}
+
+// "packages": strings (their form is the gate's to check: runtime::CheckPackageNames).
+Read ReadPackages(const RequestField& field, const json& value, Reading& out) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const json& name = value[i];
+    if (!ItemHasType(field, name))
+      return WrongType("packages[" + std::to_string(i) + "]", ExpectedType(field.items), name);
+    names.push_back(name.get<std::string>());
+  }
+  out.call.program.packages = std::move(names);
+  return {};
+}
+
+Read ReadSessionId(const RequestField& field, const json& value, Reading& out) {
+  const std::string& id = value.get_ref<const std::string&>();
+  if (id.size() < field.min_length) return InvalidValue("session_id", "must not be empty");
+  out.call.session_id = id;
+  return {};
+}
+
+// A field's own checks, once its type is known to be the schema's.
+Read ReadField(const RequestField& field, const json& value, Reading& out) {
+  switch (field.id) {
+    case FieldId::kCode:
+      return ReadCode(value, out);
+    case FieldId::kStdin:
+      out.call.program.stdin_data = value.get<std::string>();
+      return {};
+    case FieldId::kFiles:
+      return ReadFiles(field, value, out);
+    case FieldId::kLimits:
+      return ReadLimits(value, out);
+    case FieldId::kCheckpoint:
+      out.checkpoint = value.get<bool>();
+      return {};
+    case FieldId::kPolicy:
+      return ReadPolicy(value, out);
+    case FieldId::kFilename:
+      return ReadFilename(field, value, out);
+    case FieldId::kPackages:
+      return ReadPackages(field, value, out);
+    case FieldId::kSessionId:
+      return ReadSessionId(field, value, out);
+    case FieldId::kFileName:
+    case FieldId::kFileContent:
+      break;  // a file's, read with it (ReadFile)
+  }
+  return {};
+}
+
+// The body as `request`: unknown fields first, then each field in the schema's order.
+std::expected<Reading, Problem> ReadBody(std::string_view body, Request request, Reading out) {
+  auto doc = ParseJsonObject(body);
+  if (!doc) return std::unexpected(std::move(doc.error()));
+  if (auto s = RefuseUnknown(*doc, request, ""); !s) return std::unexpected(std::move(s.error()));
+  for (const RequestField* field : FieldsOf(request)) {
+    auto value = Present(*doc, *field, "");
+    if (!value) return std::unexpected(std::move(value.error()));
+    if (*value == nullptr) continue;
+    if (auto s = ReadField(*field, **value, out); !s) return std::unexpected(std::move(s.error()));
+  }
+  return out;
 }
 
 }  // namespace
@@ -352,127 +438,33 @@ std::expected<json, Problem> ParseJsonObject(std::string_view body) {
   return std::move(builder.root());
 }
 
-// "packages": an array of strings (their form is the gate's to check: runtime::CheckPackageNames).
-std::expected<std::vector<std::string>, Problem> ReadPackages(const json& doc) {
-  std::vector<std::string> names;
-  auto it = doc.find("packages");
-  if (it == doc.end() || it->is_null()) return names;
-  if (!it->is_array()) return WrongType("packages", "an array of strings", *it);
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& name = (*it)[i];
-    if (!name.is_string()) return WrongType("packages[" + std::to_string(i) + "]", "a string", name);
-    names.push_back(name.get<std::string>());
-  }
-  return names;
-}
-
 std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_view body,
                                                                   bool allow_session_id, size_t max_files) {
-  auto doc = ParseJsonObject(body);
-  if (!doc) return std::unexpected(std::move(doc.error()));
-  const std::string allowed =
-      allow_session_id
-          ? Join({"code", "stdin", "files", "limits", "policy", "filename", "packages", "session_id"})
-          : Join({"code", "stdin", "files", "limits", "policy", "filename", "packages"});
-  for (const auto& item : doc->items()) {
-    const std::string& k = item.key();
-    if (k == "code" || k == "stdin" || k == "files" || k == "limits" || k == "policy" || k == "filename" ||
-        k == "packages")
-      continue;
-    if (k == "session_id" && allow_session_id) continue;
-    return UnknownField(k, allowed, k == "session_id" ? "; the session is the one named in the path" : "");
-  }
-
-  engine::ExecutionRequest call;
-  runtime::PythonProgram& p = call.program;
-  p.mode = runtime::Mode::kRun;
-  p.collect_files = true;  // as `execbox run --json`: the files come back in the result
-
-  auto code = ReadCode(*doc);
-  if (!code) return std::unexpected(std::move(code.error()));
-  p.code = std::move(*code);
-
-  auto stdin_data = OptionalString(*doc, "stdin", "stdin");
-  if (!stdin_data) return std::unexpected(std::move(stdin_data.error()));
-  if (*stdin_data) p.stdin_data = std::move(**stdin_data);
-
-  auto policy = ReadPolicy(*doc);
-  if (!policy) return std::unexpected(std::move(policy.error()));
-  p.policy = std::move(*policy);
-
-  // The name tracebacks give the code (`execbox run script.py` sends "script.py"): one line.
-  auto filename = OptionalString(*doc, "filename", "filename");
-  if (!filename) return std::unexpected(std::move(filename.error()));
-  if (*filename) {
-    const std::string& name = **filename;
-    if (name.empty() || name.size() > kMaxPathBytes ||
-        name.find_first_of(std::string("\n\r\0", 3)) != std::string::npos)
-      return InvalidValue("filename", "must be one line of 1 to " + std::to_string(kMaxPathBytes) + " bytes");
-    p.display_name = name;
-  }
-
-  auto limits = ReadLimits(*doc);
-  if (!limits) return std::unexpected(std::move(limits.error()));
-  call.limits = std::move(*limits);
-
-  auto inputs = ReadFiles(*doc, max_files);
-  if (!inputs) return std::unexpected(std::move(inputs.error()));
-  p.inputs = std::move(*inputs);
-
-  auto packages = ReadPackages(*doc);
-  if (!packages) return std::unexpected(std::move(packages.error()));
-  p.packages = std::move(*packages);
-
-  if (allow_session_id) {
-    auto id = OptionalString(*doc, "session_id", "session_id");
-    if (!id) return std::unexpected(std::move(id.error()));
-    if (*id) {
-      if ((*id)->empty()) return InvalidValue("session_id", "must not be empty");
-      call.session_id = std::move(**id);
-    }
-  }
-  return call;
+  Reading reading{.max_files = max_files};
+  reading.call.program.mode = runtime::Mode::kRun;
+  reading.call.program.collect_files = true;  // as `execbox run --json`: the files come back in the result
+  auto read = ReadBody(body, allow_session_id ? kExecuteBody : kSessionExecuteBody, std::move(reading));
+  if (!read) return std::unexpected(std::move(read.error()));
+  return std::move(read->call);
 }
 
 std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view body) {
-  auto doc = ParseJsonObject(body);
-  if (!doc) return std::unexpected(std::move(doc.error()));
-  for (const auto& item : doc->items()) {
-    if (item.key() != "code" && item.key() != "policy") return UnknownField(item.key(), "code, policy");
-  }
-  engine::ExecutionRequest call;
-  runtime::PythonProgram& p = call.program;
-  p.mode = runtime::Mode::kCheck;
-  auto code = ReadCode(*doc);
-  if (!code) return std::unexpected(std::move(code.error()));
-  p.code = std::move(*code);
-  auto policy = ReadPolicy(*doc);
-  if (!policy) return std::unexpected(std::move(policy.error()));
-  p.policy = std::move(*policy);
-
-  p.collect_files = false;  // as `execbox check`: nothing to collect
-  return call;
+  Reading reading;
+  reading.call.program.mode = runtime::Mode::kCheck;
+  reading.call.program.collect_files = false;  // as `execbox check`: nothing to collect
+  auto read = ReadBody(body, kCheckBody, std::move(reading));
+  if (!read) return std::unexpected(std::move(read.error()));
+  return std::move(read->call);
 }
 
 std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body) {
   SessionBody out;
   if (body.empty()) return out;
-  auto doc = ParseJsonObject(body);
-  if (!doc) return std::unexpected(std::move(doc.error()));
-  for (const auto& item : doc->items()) {
-    if (item.key() == "checkpoint") {
-      if (!item.value().is_boolean()) return WrongType("checkpoint", "a boolean", item.value());
-      out.checkpoint = item.value().get<bool>();
-    } else if (item.key() != "limits" && item.key() != "packages") {
-      return UnknownField(item.key(), "limits, checkpoint, packages");
-    }
-  }
-  auto packages = ReadPackages(*doc);
-  if (!packages) return std::unexpected(std::move(packages.error()));
-  out.packages = std::move(*packages);
-  auto limits = ReadLimits(*doc);
-  if (!limits) return std::unexpected(std::move(limits.error()));
-  out.limits = std::move(*limits);
+  auto read = ReadBody(body, kSessionBody, Reading{});
+  if (!read) return std::unexpected(std::move(read.error()));
+  out.limits = std::move(read->call.limits);
+  out.checkpoint = read->checkpoint;
+  out.packages = std::move(read->call.program.packages);
   return out;
 }
 

@@ -1,7 +1,9 @@
 // The HTTP API's request bodies, checked strictly: malformed JSON, too deep nesting, invalid
 // UTF-8, wrong types, unknown fields, missing `code`, bad file names (NUL, absolute, "..",
 // too long) each get a Problem with the right status (400, 413 or 422) and a detail naming the
-// field. Limits above the server's maxima are the gate's to refuse (engine/gate.h).
+// field. Which fields each body carries and their types are the request schema's
+// (api/schema/request_schema.h). Limits above the server's maxima are the gate's to refuse
+// (engine/gate.h).
 #pragma once
 
 #include <expected>

@@ -28,10 +28,11 @@ const RequestField kTable[] = {
      .type = JsonType::kArray,
      .items = JsonType::kObject,
      .component = "InputFile",
-     .descriptions = {{{kExecutions,
-                        "Files placed in the work dir before the code starts: at most 32 by default (a server "
-                        "setting; more is 422), names unique, and all of them together no larger than the work "
-                        "dir (`limits.disk_mb`; more is 413)."}}}},
+     .descriptions =
+         {{{kExecutions,
+            "Files placed in the work dir before the code starts: at most 32 by default (a server "
+            "setting; more is 422), names unique, and all of them together no larger than the work "
+            "dir (`limits.disk_mb`; more is 413)."}}}},
     // In a tool's arguments each limit is an argument of its own (a flat list of numbers is
     // what a model fills in most reliably); in a body they are one object.
     {.id = FieldId::kLimits,
@@ -39,33 +40,36 @@ const RequestField kTable[] = {
      .in = kExecutions | kSessionBody | kExecutePythonTool | kCreateSessionTool,
      .type = JsonType::kObject,
      .component = "Limits",
-     .descriptions = {{{kExecutions | kSessionBody,
-                        "Each limit not named takes the server's default (`default` here is this server's); a "
-                        "value above `maximum` is refused with 422 `limit-exceeded` (never silently lowered); "
-                        "zero, negative or below `minimum` is 400 `invalid-value`; null is the same as absent. "
-                        "Whole numbers may be written as `512.0`. When `timeout_seconds` is raised above the "
-                        "CPU time and `cpu_seconds` is not named, the CPU time follows it. In a session, "
-                        "`disk_mb` is fixed when the session is created: another value in an execution is 422 "
-                        "`limit-fixed`."}}}},
+     .descriptions =
+         {{{kExecutions | kSessionBody,
+            "Each limit not named takes the server's default (`default` here is this server's); a "
+            "value above `maximum` is refused with 422 `limit-exceeded` (never silently lowered); "
+            "zero, negative or below `minimum` is 400 `invalid-value`; null is the same as absent. "
+            "Whole numbers may be written as `512.0`. When `timeout_seconds` is raised above the "
+            "CPU time and `cpu_seconds` is not named, the CPU time follows it. In a session, "
+            "`disk_mb` is fixed when the session is created: another value in an execution is 422 "
+            "`limit-fixed`."}}}},
     {.id = FieldId::kCheckpoint,
      .name = "checkpoint",
      .in = kSessionBody,
      .type = JsonType::kBoolean,
      .nullable = false,
      .default_json = "false",
-     .descriptions = {{{kSessionBody,
-                        "Keep a snapshot of the session's state from before each execution, so that `POST "
-                        "/v1/sessions/{id}/undo` can put it back. Each execution then costs a snapshot (its "
-                        "globals through cloudpickle and its work dir), made inside the session's sandbox."}}}},
+     .descriptions =
+         {{{kSessionBody,
+            "Keep a snapshot of the session's state from before each execution, so that `POST "
+            "/v1/sessions/{id}/undo` can put it back. Each execution then costs a snapshot (its "
+            "globals through cloudpickle and its work dir), made inside the session's sandbox."}}}},
     {.id = FieldId::kPolicy,
      .name = "policy",
      .in = kExecutions | kCheckBody,
      .type = JsonType::kString,
      .component = "Policy",
      .default_json = R"("permissive")",
-     .descriptions = {{{kExecutions | kCheckBody,
-                        "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` "
-                        "refuses e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
+     .descriptions =
+         {{{kExecutions | kCheckBody,
+            "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` "
+            "refuses e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
     // What jail::ValidateRelativeName takes of a path in all: a file name is never longer.
     {.id = FieldId::kFilename,
      .name = "filename",
@@ -89,8 +93,10 @@ const RequestField kTable[] = {
             "network) before the code runs, each a name with an optional version (`tqdm`, `name==1.2`, "
             "`x>=1,<2`) and nothing else (400 `invalid-packages`). pip resolves them against the wheelhouse "
             "alone; each wheel must fit in the work dir (they install into it, under `.execbox-packages`, "
-            "which never comes back in `files`) and match its pin when the wheelhouse's requirements.txt pins "
-            "`--hash` values; every module they provide must import. A failed install is the result's `error` "
+            "which never comes back in `files`) and match its pin when the wheelhouse's requirements.txt "
+            "pins "
+            "`--hash` values; every module they provide must import. A failed install is the result's "
+            "`error` "
             "(`PackageInstallError`, saying why) and the code does not run. In a session the packages stay "
             "for its later executions (and its forks and snapshots). A one-shot execution's packages are "
             "installed once per list of names and wheelhouse content, as a read-only package set that later "
@@ -182,7 +188,8 @@ const RequestField* FindField(Request request, std::string_view name) {
 
 std::string AllowedNames(Request request) {
   std::string out;
-  for (const RequestField* field : FieldsOf(request)) out += (out.empty() ? "" : ", ") + std::string(field->name);
+  for (const RequestField* field : FieldsOf(request))
+    out += (out.empty() ? "" : ", ") + std::string(field->name);
   return out;
 }
 
