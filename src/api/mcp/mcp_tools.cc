@@ -1,6 +1,7 @@
 #include "api/mcp/mcp_tools.h"
 
 #include "api/mcp/json_rpc.h"
+#include "api/schema/request_schema.h"
 #include "engine/result_json.h"
 #include "engine/result_text.h"
 
@@ -17,44 +18,34 @@ json SessionIdSchema() {
           {"additionalProperties", false}};
 }
 
-// The limits as flat arguments, from the limit schema with this server's defaults and maxima.
-json LimitProperties(const engine::LimitsConfig& limits) {
-  return engine::LimitsJsonSchema(limits)["properties"];
+// A tool's argument from the request schema, as the tools have always listed it: what to send,
+// with neither null nor a string's bounds (the argument checks explain those to the model).
+json ToolProperty(const RequestField& field, Request tool) {
+  json property = {{"type", JsonTypeName(field.type)}};
+  if (field.items != JsonType::kNone) property["items"] = {{"type", JsonTypeName(field.items)}};
+  if (field.max_items > 0) property["maxItems"] = field.max_items;
+  property["description"] = DescriptionOf(field, tool);
+  return property;
 }
 
-// `packages`, offered only where there is a wheelhouse (without one it could only be refused).
-json PackagesProperty(std::string description) {
-  return {{"type", "array"},
-          {"items", {{"type", "string"}}},
-          {"maxItems", runtime::kMaxPackages},
-          {"description",
-           "Packages to install from this server's wheelhouse (never the network), e.g. [\"polars\"] or "
-           "[\"name==1.2\"]; " +
-               description + " Inside the sandbox, `pip install NAME` does the same."}};
-}
-
-json ExecuteInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
-  json properties = LimitProperties(limits);
-  properties["code"] = {{"type", "string"}, {"description", "Python 3 source to run."}};
-  if (wheelhouse)
-    properties["packages"] =
-        PackagesProperty("installed before the code runs; in a session they stay installed.");
-  properties["session_id"] = {
-      {"type", "string"},
-      {"description",
-       "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."}};
-  return {{"type", "object"},
-          {"properties", properties},
-          {"required", {"code"}},
-          {"additionalProperties", false}};
-}
-
-json CreateSessionInputSchema(const engine::LimitsConfig& limits, bool wheelhouse) {
-  json properties = LimitProperties(limits);
-  if (wheelhouse)
-    properties["packages"] =
-        PackagesProperty("installed when the session is made (if one fails, no session is made).");
-  return {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
+// execute_python's or create_session's inputSchema: the request schema's fields of the tool, the
+// limits as flat arguments from the limit schema with this server's defaults and maxima.
+json ToolInputSchema(Request tool, const engine::LimitsConfig& limits, bool wheelhouse) {
+  json properties = json::object();
+  json required = json::array();
+  for (const RequestField* field : FieldsOf(tool)) {
+    if (field->id == FieldId::kLimits) {
+      properties.update(engine::LimitsJsonSchema(limits)["properties"]);
+      continue;
+    }
+    // `packages` is offered only where there is a wheelhouse: without one it could only be refused.
+    if (field->id == FieldId::kPackages && !wheelhouse) continue;
+    properties[std::string(field->name)] = ToolProperty(*field, tool);
+    if (field->required) required.push_back(field->name);
+  }
+  json schema = {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
+  if (!required.empty()) schema["required"] = required;
+  return schema;
 }
 
 // What the wheelhouse installed: [{name, version, modules}].
@@ -182,16 +173,57 @@ engine::Refusal BadArgument(std::string detail) {
                          .detail = std::move(detail)};
 }
 
-// `packages`: null (none) or an array of strings (their form is the gate's to check).
-engine::Refused<std::vector<std::string>> PackagesArgument(const json& value) {
-  std::vector<std::string> names;
-  if (value.is_null()) return names;
-  if (!value.is_array()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
-  for (const auto& name : value) {
-    if (!name.is_string()) return std::unexpected(BadArgument("'packages' must be an array of strings"));
-    names.push_back(name.get<std::string>());
+// What a bad argument is said to have to be: the schema's type, "a non-empty string" where a
+// string has a minimum length.
+std::string ArgumentType(const RequestField& field) {
+  if (field.type == JsonType::kString && field.min_length > 0) return "a non-empty string";
+  return ExpectedType(field);
+}
+
+// An argument of the request schema has its type (an array's items too) and a string its
+// minimum length; null is the same as leaving a nullable one out.
+engine::Refused<void> CheckArgumentShape(const RequestField& field, const json& value) {
+  if (value.is_null() && field.nullable) return {};
+  bool fits = HasType(field, value);
+  if (fits && value.is_array()) {
+    for (const auto& item : value) fits = fits && ItemHasType(field, item);
   }
-  return names;
+  if (fits && value.is_string()) fits = value.get_ref<const std::string&>().size() >= field.min_length;
+  if (!fits)
+    return std::unexpected(BadArgument("'" + std::string(field.name) + "' must be " + ArgumentType(field)));
+  return {};
+}
+
+// An argument whose shape is the schema's into the request, with the field's own checks.
+engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
+                                   engine::ExecutionRequest& out) {
+  if (value.is_null()) return {};
+  switch (field.id) {
+    case FieldId::kCode:
+      out.program.code = value.get<std::string>();
+      if (out.program.code.find('\0') != std::string::npos) {
+        return std::unexpected(
+            BadArgument("'code' contains a NUL character, which Python source cannot hold"));
+      }
+      return {};
+    case FieldId::kSessionId:
+      out.session_id = value.get<std::string>();
+      return {};
+    case FieldId::kPackages:
+      // Their form is the gate's to check (runtime::CheckPackageNames).
+      out.program.packages = value.get<std::vector<std::string>>();
+      return {};
+    case FieldId::kLimits:  // each limit is an argument of its own (engine::FindLimit)
+    case FieldId::kStdin:
+    case FieldId::kFiles:
+    case FieldId::kCheckpoint:
+    case FieldId::kPolicy:
+    case FieldId::kFilename:
+    case FieldId::kFileName:
+    case FieldId::kFileContent:
+      break;  // not an argument of a tool
+  }
+  return {};
 }
 
 }  // namespace
@@ -220,12 +252,12 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
            "calls. "
            "Limits not given take this server's defaults (see each argument's default and maximum)." +
                installed,
-           ExecuteInputSchema(limits, wheelhouse.has_value()), ExecuteOutputSchema()),
+           ToolInputSchema(kExecutePythonTool, limits, wheelhouse.has_value()), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "
            "life. The session closes with this MCP session, or with close_session.",
-           CreateSessionInputSchema(limits, wheelhouse.has_value()), CreateSessionOutputSchema()),
+           ToolInputSchema(kCreateSessionTool, limits, wheelhouse.has_value()), CreateSessionOutputSchema()),
       Tool(
           "fork_session", "Fork session",
           "Creates a new session holding a copy of this session's variables, functions, classes, imports and "
@@ -243,20 +275,12 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
   engine::ExecutionRequest request;
   request.program.mode = runtime::Mode::kRun;
   request.program.collect_files = true;  // listed in the result (names, sizes, types)
+  // Every argument's shape first, in the arguments' order; then what is missing; then each
+  // field's own checks, so that a model is told of a wrong type before a subtler fault.
   for (const auto& [key, value] : arguments.items()) {
-    if (key == "code") {
-      if (!value.is_string()) return std::unexpected(BadArgument("'code' must be a string"));
-      request.program.code = value.get<std::string>();
-    } else if (key == "session_id") {
-      if (value.is_null()) continue;
-      if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
-        return std::unexpected(BadArgument("'session_id' must be a non-empty string"));
-      }
-      request.session_id = value.get<std::string>();
-    } else if (key == "packages") {
-      auto packages = PackagesArgument(value);
-      if (!packages) return std::unexpected(std::move(packages.error()));
-      request.program.packages = std::move(*packages);
+    if (const RequestField* field = FindField(kExecutePythonTool, key)) {
+      if (auto shape = CheckArgumentShape(*field, value); !shape)
+        return std::unexpected(std::move(shape.error()));
     } else if (const engine::LimitSpec* spec = engine::FindLimit(key)) {
       auto limit = engine::ReadLimitOverride(*spec, value, "");
       if (!limit) return std::unexpected(std::move(limit.error()));
@@ -265,28 +289,38 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
       return std::unexpected(BadArgument("unknown argument '" + key.substr(0, 100) + "'"));
     }
   }
-  if (!arguments.contains("code"))
-    return std::unexpected(BadArgument("'code' is required and must be a string"));
-  if (request.program.code.find('\0') != std::string::npos) {
-    return std::unexpected(BadArgument("'code' contains a NUL character, which Python source cannot hold"));
+  for (const RequestField* field : FieldsOf(kExecutePythonTool)) {
+    auto it = arguments.find(field->name);
+    if (it == arguments.end()) {
+      if (!field->required) continue;
+      return std::unexpected(
+          BadArgument("'" + std::string(field->name) + "' is required and must be " + ArgumentType(*field)));
+    }
+    if (auto read = ReadArgument(*field, *it, request); !read)
+      return std::unexpected(std::move(read.error()));
   }
   return request;
 }
 
 engine::Refused<CreateSessionArguments> ParseCreateSessionArguments(const json& arguments) {
   if (!arguments.is_object()) return std::unexpected(BadArgument("arguments must be an object"));
-  CreateSessionArguments out;
+  // The request schema's arguments first; the rest are limits (engine::ReadLimitOverrides refuses
+  // an unknown one with the limits' names).
+  engine::ExecutionRequest request;
   json limits = arguments;
-  if (auto it = limits.find("packages"); it != limits.end()) {
-    auto packages = PackagesArgument(*it);
-    if (!packages) return std::unexpected(std::move(packages.error()));
-    out.packages = std::move(*packages);
+  for (const RequestField* field : FieldsOf(kCreateSessionTool)) {
+    auto it = limits.find(field->name);
+    if (field->id == FieldId::kLimits || it == limits.end()) continue;
+    if (auto shape = CheckArgumentShape(*field, *it); !shape)
+      return std::unexpected(std::move(shape.error()));
+    if (auto read = ReadArgument(*field, *it, request); !read)
+      return std::unexpected(std::move(read.error()));
     limits.erase(it);
   }
   auto overrides = engine::ReadLimitOverrides(limits, "");
   if (!overrides) return std::unexpected(std::move(overrides.error()));
-  out.limits = std::move(*overrides);
-  return out;
+  return CreateSessionArguments{.limits = std::move(*overrides),
+                                .packages = std::move(request.program.packages)};
 }
 
 Expected<std::string> StringArgument(const json& arguments, const std::string& name) {
