@@ -10,7 +10,7 @@ MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: help deps deps-run deps-test deps-all build run test unit test-sanitize test-v2 examples bench bench-options \
+.PHONY: help deps deps-run deps-test deps-all build run test unit openapi test-sanitize test-v2 examples bench bench-options \
 	bench-http bench-e2b bench-packages clean format install deb test-deb image test-image test-cluster
 
 help: ## this list
@@ -55,6 +55,13 @@ test: build deps-test ## build, then every unit and end-to-end test (ctest; READ
 unit: build ## build, then the unit tests alone (no jail, no root, no server; about a minute)
 	@scripts/test.sh $(BUILD) -L '^unit$$'
 
+# docs/openapi.json: the OpenAPI document a server with the built-in limits serves, checked in
+# for review. It is built from the code (src/api/http/openapi.cc) and written by execbox-openapi, a
+# generator of the build's own (never installed); a unit test (tests/unit/openapi_test.cc) fails
+# when the file is not what the build serves.
+openapi: build ## write docs/openapi.json from the code (after a change to the API)
+	@$(BUILD)/src/api/http/execbox-openapi > docs/openapi.json.new && mv docs/openapi.json.new docs/openapi.json
+
 # The VM stage (tests/vm, docs/testing.md "Pure cgroup v2"): Debian's own kernel under qemu, pure cgroup
 # v2, the cgroup, namespace and Landlock paths as root and as a user with a delegated group, and
 # in Docker-shaped containers (runc); then a second boot under Debian's own systemd, where the
@@ -81,7 +88,7 @@ deb: build ## the Debian package, BUILD/execbox_VERSION_amd64.deb
 
 # Packed again only when something it holds changed, so that stages running side by side (.ci/run)
 # never rewrite the package another one is reading.
-$(BUILD)/deb.stamp: $(BUILD)/execbox $(BUILD)/execbox-worker README.md $(wildcard docs/*.md) src/api/http/openapi.json \
+$(BUILD)/deb.stamp: $(BUILD)/execbox $(BUILD)/execbox-worker README.md $(wildcard docs/*.md) docs/openapi.json \
 		scripts/python-packages.txt scripts/python-packages-full.txt $(shell find deploy -type f)
 	@cd $(BUILD) && cpack -G DEB >/dev/null && touch deb.stamp
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "api/mcp/mcp_tools.h"
 #include "base/base64.h"
 #include "base/build_info.h"
+#include "lib/test_paths.h"
 
 namespace execbox::api {
 namespace {
@@ -594,7 +596,7 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
 
 TEST(OpenApiDocument, TheCheckedInLimitsAreTheSchemasDefaults) {
   // The served document writes these from the limit schema; the file must already say so.
-  json checked_in = json::parse(CheckedInOpenApiDocument());
+  json checked_in = json::parse(std::ifstream(std::string(test::kSourceDir) + "/docs/openapi.json"));
   const json& schemas = checked_in["components"]["schemas"];
   EXPECT_EQ(schemas["Limits"], OpenApiLimitsSchema(engine::LimitsConfig{}))
       << "write " << OpenApiLimitsSchema(engine::LimitsConfig{}).dump(2);

@@ -36,6 +36,7 @@ TEST(RequestSchema, NamesAreUniqueInEachRequestAndEveryFieldIsCarried) {
   for (const auto& field : RequestFields()) {
     EXPECT_NE(field.in, 0u) << field.name;
     EXPECT_TRUE(ids.insert(field.id).second) << field.name;
+    EXPECT_EQ(&FieldWithId(field.id), &field) << field.name;
   }
 }
 

@@ -1,7 +1,9 @@
-// The OpenAPI 3.1 document served at /v1/openapi.json: checked in as src/api/http/openapi.json
-// (embedded at build time), with its `Limits` schema and the Result's `limits` written from
-// the limit schema and this server's defaults and maxima, so the document never disagrees
-// with the server that serves it.
+// The OpenAPI 3.1 document served at /v1/openapi.json, built here (openapi.cc and the parts of
+// openapi_parts.h): the request schemas from the request schema (api/schema/request_schema.h),
+// `Limits` and the Result's `limits` from the limit schema with this server's defaults and
+// maxima, so the document never disagrees with the server that serves it. docs/openapi.json is
+// it with the built-in limits, written by `make openapi` for review (tests/unit/openapi_test.cc
+// fails when the two differ).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,11 +13,10 @@
 
 namespace execbox::api {
 
-// The document as checked in.
-const std::string& CheckedInOpenApiDocument();
-// The checked-in document with the limits of `limits` (serialized).
+// The document with the limits of `limits`, and serialized.
+nlohmann::json OpenApiJson(const engine::LimitsConfig& limits);
 std::string OpenApiDocument(const engine::LimitsConfig& limits);
-// What OpenApiDocument writes into components.schemas: "Limits" and "Result".properties.limits.
+// Its components.schemas "Limits" and "Result".properties.limits.
 nlohmann::json OpenApiLimitsSchema(const engine::LimitsConfig& limits);
 nlohmann::json OpenApiResultLimitsSchema();
 

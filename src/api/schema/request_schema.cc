@@ -1,5 +1,7 @@
 #include "api/schema/request_schema.h"
 
+#include <iterator>
+
 #include "runtime/python_program.h"
 
 namespace execbox::api {
@@ -7,7 +9,7 @@ namespace {
 
 constexpr unsigned kExecutions = kExecuteBody | kSessionExecuteBody;
 
-const RequestField kTable[] = {
+constexpr RequestField kTable[] = {
     {.id = FieldId::kCode,
      .name = "code",
      .in = kExecutions | kCheckBody | kExecutePythonTool,
@@ -28,11 +30,10 @@ const RequestField kTable[] = {
      .type = JsonType::kArray,
      .items = JsonType::kObject,
      .component = "InputFile",
-     .descriptions =
-         {{{kExecutions,
-            "Files placed in the work dir before the code starts: at most 32 by default (a server "
-            "setting; more is 422), names unique, and all of them together no larger than the work "
-            "dir (`limits.disk_mb`; more is 413)."}}}},
+     .descriptions = {{{kExecutions,
+                        "Files placed in the work dir before the code starts: at most 32 by default (a "
+                        "server setting; more is 422), names unique, and all of them together no larger than "
+                        "the work dir (`limits.disk_mb`; more is 413)."}}}},
     // In a tool's arguments each limit is an argument of its own (a flat list of numbers is
     // what a model fills in most reliably); in a body they are one object.
     {.id = FieldId::kLimits,
@@ -42,13 +43,12 @@ const RequestField kTable[] = {
      .component = "Limits",
      .descriptions =
          {{{kExecutions | kSessionBody,
-            "Each limit not named takes the server's default (`default` here is this server's); a "
-            "value above `maximum` is refused with 422 `limit-exceeded` (never silently lowered); "
-            "zero, negative or below `minimum` is 400 `invalid-value`; null is the same as absent. "
-            "Whole numbers may be written as `512.0`. When `timeout_seconds` is raised above the "
-            "CPU time and `cpu_seconds` is not named, the CPU time follows it. In a session, "
-            "`disk_mb` is fixed when the session is created: another value in an execution is 422 "
-            "`limit-fixed`."}}}},
+            "Each limit not named takes the server's default (`default` here is this server's); a value "
+            "above `maximum` is refused with 422 `limit-exceeded` (never silently lowered); zero, negative "
+            "or below `minimum` is 400 `invalid-value`; null is the same as absent. Whole numbers may be "
+            "written as `512.0`. When `timeout_seconds` is raised above the CPU time and `cpu_seconds` is "
+            "not named, the CPU time follows it. In a session, `disk_mb` is fixed when the session is "
+            "created: another value in an execution is 422 `limit-fixed`."}}}},
     {.id = FieldId::kCheckpoint,
      .name = "checkpoint",
      .in = kSessionBody,
@@ -58,8 +58,8 @@ const RequestField kTable[] = {
      .descriptions =
          {{{kSessionBody,
             "Keep a snapshot of the session's state from before each execution, so that `POST "
-            "/v1/sessions/{id}/undo` can put it back. Each execution then costs a snapshot (its "
-            "globals through cloudpickle and its work dir), made inside the session's sandbox."}}}},
+            "/v1/sessions/{id}/undo` can put it back. Each execution then costs a snapshot (its globals "
+            "through cloudpickle and its work dir), made inside the session's sandbox."}}}},
     {.id = FieldId::kPolicy,
      .name = "policy",
      .in = kExecutions | kCheckBody,
@@ -68,8 +68,8 @@ const RequestField kTable[] = {
      .default_json = R"("permissive")",
      .descriptions =
          {{{kExecutions | kCheckBody,
-            "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` "
-            "refuses e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
+            "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` refuses "
+            "e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
     // What jail::ValidateRelativeName takes of a path in all: a file name is never longer.
     {.id = FieldId::kFilename,
      .name = "filename",
@@ -94,13 +94,11 @@ const RequestField kTable[] = {
             "`x>=1,<2`) and nothing else (400 `invalid-packages`). pip resolves them against the wheelhouse "
             "alone; each wheel must fit in the work dir (they install into it, under `.execbox-packages`, "
             "which never comes back in `files`) and match its pin when the wheelhouse's requirements.txt "
-            "pins "
-            "`--hash` values; every module they provide must import. A failed install is the result's "
-            "`error` "
-            "(`PackageInstallError`, saying why) and the code does not run. In a session the packages stay "
-            "for its later executions (and its forks and snapshots). A one-shot execution's packages are "
-            "installed once per list of names and wheelhouse content, as a read-only package set that later "
-            "executions with the same `packages` import from at `/opt/execbox/package-sets/` "
+            "pins `--hash` values; every module they provide must import. A failed install is the result's "
+            "`error` (`PackageInstallError`, saying why) and the code does not run. In a session the "
+            "packages stay for its later executions (and its forks and snapshots). A one-shot execution's "
+            "packages are installed once per list of names and wheelhouse content, as a read-only package "
+            "set that later executions with the same `packages` import from at `/opt/execbox/package-sets/` "
             "(docs/packages.md, \"Packages\"). Without a wheelhouse: 409 `no-wheelhouse`."},
            {kSessionBody,
             "Installed from the wheelhouse into the new session before it is answered for, as an execution's "
@@ -120,12 +118,12 @@ const RequestField kTable[] = {
      .in = kExecuteBody | kExecutePythonTool,
      .type = JsonType::kString,
      .min_length = 1,
-     .descriptions = {{{kExecuteBody,
-                        "Run in this session (as `POST /v1/sessions/{id}/execute` does). Not accepted on the "
-                        "session route, where the id is in the path."},
-                       {kExecutePythonTool,
-                        "Run in this session (from create_session) so variables persist; omit for a fresh "
-                        "sandbox."}}}},
+     .descriptions =
+         {{{kExecuteBody,
+            "Run in this session (as `POST /v1/sessions/{id}/execute` does). Not accepted on the session "
+            "route, where the id is in the path."},
+           {kExecutePythonTool,
+            "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."}}}},
     {.id = FieldId::kFileName,
      .name = "name",
      .in = kInputFile,
@@ -146,6 +144,15 @@ const RequestField kTable[] = {
      .content_encoding = "base64",
      .descriptions = {{{kInputFile, "The content, standard base64 with padding, no whitespace."}}}},
 };
+
+// A row's id is its index, and every id has its row: a field is found by id without a search.
+constexpr bool IdsAreIndices() {
+  for (size_t i = 0; i < std::size(kTable); ++i) {
+    if (static_cast<size_t>(kTable[i].id) != i) return false;
+  }
+  return std::size(kTable) == static_cast<size_t>(FieldId::kFileContent) + 1;
+}
+static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 
 bool IsTool(Request request) { return (request & (kExecutePythonTool | kCreateSessionTool)) != 0; }
 
@@ -168,6 +175,8 @@ bool Is(JsonType type, const nlohmann::json& value) {
 }  // namespace
 
 std::span<const RequestField> RequestFields() { return kTable; }
+
+const RequestField& FieldWithId(FieldId id) { return kTable[static_cast<size_t>(id)]; }
 
 std::vector<const RequestField*> FieldsOf(Request request) {
   std::vector<const RequestField*> out;

@@ -29,8 +29,8 @@ enum Request : unsigned {
   kInputFile = 1u << 6,           // one item of `files` (OpenAPI InputFile)
 };
 
-// Each field, so that a front end's switch over them is checked by the compiler (-Wswitch):
-// a field added to the table is a field every front end must decide about.
+// Each field, in the table's order, so that a front end's switch over them is checked by the
+// compiler (-Wswitch): a field added to the table is a field every front end must decide about.
 enum class FieldId {
   kCode,
   kStdin,
@@ -76,6 +76,7 @@ struct RequestField {
 
 // Every row, in the order the parsers read them and the refusals list them.
 std::span<const RequestField> RequestFields();
+const RequestField& FieldWithId(FieldId id);
 // The rows `request` carries, in that order.
 std::vector<const RequestField*> FieldsOf(Request request);
 // The row named `name` that `request` carries, or null. `limits` is not an argument of a tool:
