@@ -1,8 +1,9 @@
-// The MCP tools' definitions (names, descriptions, JSON Schemas, with this server's limits) and
-// how a gate's Result or Refusal becomes a tool result a model can read: the one text
-// rendering of a Result (engine/result_text.h), one image block per figure, and
-// structuredContent that is the Result's JSON with the same names (images replaced by their
-// index in `content`, files without their bytes).
+// The MCP tools' definitions (names, descriptions, JSON Schemas, with this server's limits; the
+// arguments of execute_python and create_session are the request schema's,
+// api/schema/request_schema.h) and how a gate's Result or Refusal becomes a tool result a model
+// can read: the one text rendering of a Result (engine/result_text.h), one image block per
+// figure, and structuredContent that is the Result's JSON with the same names (images replaced
+// by their index in `content`, files without their bytes).
 #pragma once
 
 #include <nlohmann/json.hpp>
