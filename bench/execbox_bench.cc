@@ -29,7 +29,8 @@
 #include <vector>
 
 #include "api/http/local_client.h"
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
+#include "engine/result_assembly.h"
 
 extern char** environ;
 

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "engine/gate.h"
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
 
 namespace {
 

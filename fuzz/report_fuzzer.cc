@@ -8,7 +8,7 @@
 
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_tools.h"
-#include "engine/engine.h"
+#include "engine/result_assembly.h"
 #include "engine/report.h"
 #include "engine/result_json.h"
 #include "engine/result_text.h"

@@ -15,7 +15,7 @@ namespace {
 struct CheckArgs {
   std::string source;
   std::string code;
-  std::string policy = "permissive";
+  std::string lint_profile = "permissive";  // --policy
   bool json = false;
 };
 
@@ -31,7 +31,7 @@ int Check(const CheckArgs& a) {
     std::cerr << "execbox check: " << source.error().message << "\n";
     return 2;
   }
-  if (auto profile = runtime::PolicyProfile(a.policy); !profile) {
+  if (auto profile = runtime::LintProfile(a.lint_profile); !profile) {
     std::cerr << "execbox check: " << profile.error().message << "\n";
     return 2;
   }
@@ -40,7 +40,7 @@ int Check(const CheckArgs& a) {
   p.mode = runtime::Mode::kCheck;
   p.code = std::move(source->code);
   p.display_name = std::move(source->display_name);
-  p.policy = a.policy;
+  p.lint_profile = a.lint_profile;
   p.collect_files = false;
   const std::string name = p.display_name;
   auto engine = engine::Engine::Create({.warm = false});
@@ -84,7 +84,7 @@ void AddCheckCommand(CLI::App& app, int& exit_status) {
   check->footer("Exit status: 0 clean, 1 syntax error or refused by the policy, 2 bad usage.");
   check->add_option("source", args->source, "Python file to check, or - for standard input");
   check->add_option("-c,--code", args->code, "Python code to check");
-  check->add_option("--policy", args->policy, "Lint profile: permissive or strict")
+  check->add_option("--policy", args->lint_profile, "Lint profile: permissive or strict")
       ->default_str("permissive");
   check->add_flag("--json", args->json, "Print {status, error, findings} as JSON");
   check->callback([args, &exit_status] { exit_status = Check(*args); });

@@ -91,9 +91,9 @@ void AddLimitOptions(CLI::App& command, LimitArgs& args) {
   }
 }
 
-void AddPolicyOption(CLI::App& command, std::string& policy) {
+void AddLintProfileOption(CLI::App& command, std::string& profile) {
   command
-      .add_option("--policy", policy,
+      .add_option("--policy", profile,
                   "Lint profile checked before running: permissive (refuses nothing) or strict")
       ->default_str("permissive");
 }

@@ -20,9 +20,9 @@ struct LimitArgs {
 // One option per limit (--timeout, --cpu-time, --memory, --max-processes, --output-limit,
 // --disk). Sizes take K/M/G suffixes (256M); times are seconds.
 void AddLimitOptions(CLI::App& command, LimitArgs& args);
-// --policy. The name is checked with runtime::PolicyProfile when the program is made: its error
+// --policy. The name is checked with runtime::LintProfile when the program is made: its error
 // lists the profiles there are.
-void AddPolicyOption(CLI::App& command, std::string& policy);
+void AddLintProfileOption(CLI::App& command, std::string& profile);
 
 // The overrides the options give, in the schema's units; an error names the option.
 Expected<engine::LimitOverrides> LimitOverridesOf(const LimitArgs& args);

@@ -20,7 +20,7 @@ constexpr const char* kSystemSocket = "/run/execbox/execbox.sock";
 // stdin that is not UTF-8).
 std::optional<std::string> ExecuteBody(const engine::ExecutionRequest& request) {
   const runtime::PythonProgram& p = request.program;
-  json body = {{"code", p.code}, {"policy", p.policy}, {"filename", p.display_name}};
+  json body = {{"code", p.code}, {"policy", p.lint_profile}, {"filename", p.display_name}};
   if (!p.stdin_data.empty()) body["stdin"] = p.stdin_data;
   // Every limit, as this command resolved it: the run is the same whichever engine runs it.
   json limits = json::object();

@@ -27,7 +27,7 @@ namespace {
 
 struct ReplArgs {
   LimitArgs limits;
-  std::string policy = "permissive";
+  std::string lint_profile = "permissive";  // --policy
   bool json = false;
   std::string save_figures;
 };
@@ -376,8 +376,8 @@ class Repl {
 Expected<runtime::PythonProgram> BaseProgram(const ReplArgs& a) {
   runtime::PythonProgram p;
   p.display_name = "<stdin>";  // as Python's REPL names its cells in tracebacks
-  if (auto profile = runtime::PolicyProfile(a.policy); !profile) return std::unexpected(profile.error());
-  p.policy = a.policy;
+  if (auto profile = runtime::LintProfile(a.lint_profile); !profile) return std::unexpected(profile.error());
+  p.lint_profile = a.lint_profile;
   p.collect_files = true;  // to list what each cell wrote
   return p;
 }
@@ -459,7 +459,7 @@ void AddReplCommand(CLI::App& app, int& exit_status) {
   repl->footer(kReplHelp);
   repl->add_flag("--json", args->json, "Print each cell's full Result JSON, one per line, instead of text");
   AddLimitOptions(*repl, args->limits);
-  AddPolicyOption(*repl, args->policy);
+  AddLintProfileOption(*repl, args->lint_profile);
   repl->add_option("--save-figures", args->save_figures,
                    "Write each figure to DIR/figure-N.png (created if missing) and print the path")
       ->type_name("DIR");

@@ -24,7 +24,7 @@ struct RunArgs {
   std::string stdin_file;
   std::vector<std::string> files;
   std::string keep_files;
-  std::string policy = "permissive";
+  std::string lint_profile = "permissive";  // --policy
   std::string server = "auto";  // auto, always, never
 };
 
@@ -41,8 +41,8 @@ Expected<engine::ExecutionRequest> MakeRequest(const RunArgs& a) {
   if (!source) return std::unexpected(source.error());
   p.code = std::move(source->code);
   p.display_name = std::move(source->display_name);
-  if (auto profile = runtime::PolicyProfile(a.policy); !profile) return std::unexpected(profile.error());
-  p.policy = a.policy;
+  if (auto profile = runtime::LintProfile(a.lint_profile); !profile) return std::unexpected(profile.error());
+  p.lint_profile = a.lint_profile;
   if (!a.stdin_file.empty()) {
     auto in = ReadFile(a.stdin_file);
     if (!in) return std::unexpected(in.error());
@@ -146,7 +146,7 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("--stdin", args->stdin_file, "File given to the code as standard input");
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
-  AddPolicyOption(*run, args->policy);
+  AddLintProfileOption(*run, args->lint_profile);
   run->add_option("--server", args->server,
                   "auto: run on a local `execbox serve --unix` when one answers (EXECBOX_SOCKET, else\n"
                   "$XDG_RUNTIME_DIR/execbox/execbox.sock, then /run/execbox/execbox.sock) and takes the\n"

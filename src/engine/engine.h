@@ -1,32 +1,53 @@
-// The engine: one entry point shared by the CLI and (later) the servers. Today each
-// execution gets a cold jail; the warm pool and sessions come behind the same call.
+// The Engine every front end shares: the warm pool (or the cold path) and the sessions.
 #pragma once
 
-#include <atomic>
-#include <functional>
-#include <string_view>
+#include <memory>
 
-#include "base/error.h"
-#include "engine/result.h"
-#include "runtime/python_program.h"
+#include "engine/cold_execution.h"
+#include "engine/package_sets.h"
+#include "engine/pool.h"
+#include "engine/sessions.h"
 
 namespace execbox::engine {
 
-struct ExecuteOptions {
-  // Live output as it arrives; may be empty.
-  std::function<void(jail::Stream, std::string_view)> on_output;
-  // Set from another thread to stop the execution (status killed, "cancelled"); may be null.
-  const std::atomic<bool>* cancel = nullptr;
-  // Called once the gate has given the execution its running slot, before it starts; may be empty.
-  std::function<void()> on_started;
+struct EngineOptions {
+  bool warm = true;  // false (--no-pool): every execution gets a cold jail; no sessions
+  PoolOptions pool;
+  SessionOptions sessions;
+  // Where one-shot executions' package sets are kept (package_sets.h; a directory of this
+  // server's own is made in it): DefaultPackageSetsParent() for a server, "" for none.
+  std::string package_sets_parent;
 };
 
-// Runs one program to completion. Everything that happens to the code is in the Result
-// (status internal_error included); an Error means the request itself was bad.
-Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options = {});
+class Engine {
+ public:
+  // With warm set, starts the pool and waits for the first warm worker.
+  static Expected<std::unique_ptr<Engine>> Create(const EngineOptions& options);
+  ~Engine();
 
-// Turns what the jail saw (and the agent reported) into the Result; shared by every path.
-Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits& limits,
-                      jail::Outcome& outcome);
+  // One stateless execution: a prepared warm child when the pool has one (or can fork one),
+  // the cold jail otherwise. Errors only for a bad request, as engine::Execute.
+  Expected<Result> Execute(const runtime::PythonProgram& program, const ExecuteOptions& options = {});
+
+  bool warm() const { return pool_ != nullptr; }
+  Pool* pool() { return pool_.get(); }
+  // Null when the engine is cold (sessions need warm workers).
+  Sessions* sessions() { return sessions_.get(); }
+  // This server's name among several (SessionOptions::instance), "" when alone.
+  const std::string& instance() const { return instance_; }
+  // The operator's wheelhouse (runtime::WorkerOptions::wheelhouse), "" for none.
+  const std::string& wheelhouse() const { return wheelhouse_; }
+  // One-shot executions' packages, installed once (package_sets.h): null without a wheelhouse,
+  // warm workers or a cache dir to keep them in.
+  PackageSets* package_sets() { return package_sets_.get(); }
+
+ private:
+  Engine() = default;
+  std::string instance_;
+  std::string wheelhouse_;
+  std::unique_ptr<PackageSets> package_sets_;  // outlives the pool, whose zygotes bind its dir
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Sessions> sessions_;  // declared after the pool: destroyed first
+};
 
 }  // namespace execbox::engine

@@ -174,9 +174,9 @@ Refused<void> Gate::CheckMode(const ExecutionRequest& request) const {
     return Refuse(RefusalKind::kBadRequest, "session-required", "Session required",
                   "shell commands and directory listings run in a session only");
   }
-  if (mode == runtime::Mode::kCommand && request.program.policy != "permissive") {
+  if (mode == runtime::Mode::kCommand && request.program.lint_profile != "permissive") {
     return Refuse(RefusalKind::kConflict, "policy-violation", "Refused by policy",
-                  "shell commands are refused under the '" + request.program.policy +
+                  "shell commands are refused under the '" + request.program.lint_profile +
                       "' policy (they would go around its checks of the Python code)");
   }
   return {};
@@ -226,7 +226,7 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
   Refused<Result> outcome;
   if (program.mode == runtime::Mode::kCheck) {
     // Parsing needs none of the warm stack: a cold jail, whose agent never runs the code.
-    auto r = engine::Execute(program, options);
+    auto r = ExecuteCold(program, options);
     if (r)
       outcome = std::move(*r);
     else

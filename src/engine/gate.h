@@ -24,7 +24,7 @@
 #include "engine/limit_schema.h"
 #include "engine/packages.h"
 #include "engine/refusal.h"
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
 
 namespace execbox::engine {
 

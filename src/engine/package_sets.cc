@@ -215,7 +215,7 @@ execbox::Status PackageSets::Build(const std::string& name, const runtime::Pytho
     build.wheelhouse = wheelhouse_;
     build.package_set = name;
     build.package_set_build_dir = staging;
-    auto result = engine::Execute(build, ExecuteOptions{.cancel = options.cancel});
+    auto result = ExecuteCold(build, ExecuteOptions{.cancel = options.cancel});
     if (!result) return std::unexpected(result.error());
     if (result->status != engine::Status::kOk || result->error || result->exit_code != 0) {
       return Fail(std::string("the install ended ") + StatusName(result->status) +

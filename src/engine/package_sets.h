@@ -28,7 +28,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/engine.h"
+#include "engine/cold_execution.h"
 
 namespace execbox::engine {
 

@@ -6,6 +6,7 @@
 
 #include "base/random.h"
 #include "engine/limit_schema.h"
+#include "engine/result_assembly.h"
 #include "engine/session_record.h"
 #include "jail/policy.h"
 

@@ -29,10 +29,12 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/engine.h"
+#include "engine/execute_options.h"
+#include "engine/result.h"
 #include "engine/pool.h"
 #include "engine/session_store.h"
 #include "engine/state_copy.h"
+#include "runtime/python_program.h"
 
 namespace execbox::engine {
 

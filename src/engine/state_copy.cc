@@ -1,6 +1,6 @@
 #include "engine/state_copy.h"
 
-#include "engine/engine.h"
+#include "engine/result_assembly.h"
 #include "runtime/python_program.h"
 
 namespace execbox::engine {

@@ -122,7 +122,7 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
 
   if (plan.zygote) {
     // A trusted zygote: it makes the namespaces and mounts of each child it forks, and
-    // applies everything below to the child itself (jail/warm_child.h).
+    // applies everything below to the child itself (jail/zygote_loop.h).
     if (int err = KeepAmbientCapabilities(plan.zygote_capabilities); err != 0) {
       errno = err;
       ExecFail(status_fd, "keep the zygote's capabilities");

@@ -85,7 +85,7 @@ struct Policy {
   // the host (its commands), and the process keeps CAP_SYS_ADMIN and CAP_SETPCAP inside its
   // user namespace, with no seccomp, Landlock or no_new_privs, so that it can give every
   // child it forks fresh namespaces and mounts and then lock that child down completely
-  // (jail/warm_child.h). Only our own worker binary may run so.
+  // (jail/zygote_loop.h). Only our own worker binary may run so.
   bool zygote = false;
   // Run even when cgroups are missing (limits then fall back to rlimits; reported).
   bool allow_rlimit_fallback = true;

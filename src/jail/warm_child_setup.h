@@ -1,7 +1,7 @@
-// Internal to the zygote (warm_child.cc): the child's own side, from the fork to the code.
+// Internal to the zygote (zygote_loop.cc): the child's own side, from the fork to the code.
 #pragma once
 
-#include "jail/warm_child.h"
+#include "jail/zygote_loop.h"
 
 namespace execbox::jail {
 

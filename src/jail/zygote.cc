@@ -20,7 +20,7 @@
 
 #include "base/io.h"
 #include "jail/launch.h"
-#include "jail/warm_child.h"
+#include "jail/zygote_loop.h"
 #include "jail/warm_host.h"
 #include "jail/wire.h"
 

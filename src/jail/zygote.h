@@ -1,5 +1,5 @@
 // Host side of warm execution: a long-lived jail whose process is a zygote worker, and the
-// isolated children it forks ahead of demand (see warm_child.h for the child side).
+// isolated children it forks ahead of demand (see zygote_loop.h for the child side).
 #pragma once
 
 #include <sys/types.h>

@@ -66,7 +66,7 @@ const char* ModeName(Mode mode) {
 bool SessionOnly(Mode mode) { return mode != Mode::kRun && mode != Mode::kCheck; }
 
 Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
-  auto profile = PolicyProfile(program.policy);
+  auto profile = LintProfile(program.lint_profile);
   if (!profile) return std::unexpected(profile.error());
   nlohmann::json request = {
       {"mode", ModeName(program.mode)},

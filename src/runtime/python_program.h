@@ -40,7 +40,7 @@ struct PythonProgram {
   Mode mode = Mode::kRun;
   std::string code;
   std::string display_name = "<cell>";  // file name shown in tracebacks
-  std::string policy = "permissive";    // a lint profile name (see PolicyProfileNames)
+  std::string lint_profile = "permissive";  // the static check's profile (LintProfileNames); not jail::Policy
   std::string stdin_data;
   std::vector<jail::InputFile> inputs;
   jail::Limits limits;
@@ -104,7 +104,7 @@ inline constexpr const char* kPackageSetsDir = "/opt/execbox/package-sets";
 // A package set's name: lowercase hex (a digest), nothing a path could be made of.
 bool IsPackageSetName(const std::string& name);
 
-// Fails for an unknown policy profile.
+// Fails for an unknown lint profile.
 Expected<jail::Policy> MakePolicy(const PythonProgram& program);
 
 // The agent's request as JSON text. `with_inputs` embeds the input files (base64): a warm
@@ -148,8 +148,8 @@ const std::vector<AgentModule>* UsableAgentBytecode();
 std::string AgentMainPath();
 
 // The lint profiles, embedded at build time.
-std::vector<std::string> PolicyProfileNames();
+std::vector<std::string> LintProfileNames();
 // The profile's JSON text, or an error naming the known profiles.
-Expected<std::string> PolicyProfile(const std::string& name);
+Expected<std::string> LintProfile(const std::string& name);
 
 }  // namespace execbox::runtime

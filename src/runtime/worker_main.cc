@@ -1,6 +1,6 @@
 // execbox-worker: the zygote. Runs inside a jail started with Policy::zygote (see worker.h):
 // embeds CPython, imports the agent and preloads the scientific stack once, then forks an
-// isolated child per command (jail/warm_child.h). Every per-child isolation step is C++; the
+// isolated child per command (jail/zygote_loop.h). Every per-child isolation step is C++; the
 // Python side only ever runs in a child that is already locked down.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -16,7 +16,7 @@
 
 #include "jail/landlock.h"
 #include "jail/seccomp_filter.h"
-#include "jail/warm_child.h"
+#include "jail/zygote_loop.h"
 
 namespace {
 

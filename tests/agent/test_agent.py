@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # EXECBOX_AGENT runs the tests against another copy of the agent (e.g. a mutated one).
 AGENT = os.environ.get("EXECBOX_AGENT") or os.path.join(ROOT, "src", "runtime", "execbox_agent")
 AGENT_MAIN = os.path.join(AGENT, "__main__.py")  # the cold agent's script
-POLICIES = os.path.join(ROOT, "src", "runtime", "policies")
+POLICIES = os.path.join(ROOT, "src", "runtime", "lint_profiles")
 PYTHON = "/usr/bin/python3"
 FIGURES = {"max_width_px": 2000, "max_height_px": 2000, "max_bytes": 4194304, "dpi": 100}
 

@@ -168,7 +168,7 @@ TEST(ParseExecuteBody, MinimalBodyTakesTheDefaults) {
   const runtime::PythonProgram& p = r->program;
   EXPECT_EQ(p.mode, runtime::Mode::kRun);
   EXPECT_EQ(p.code, "print(1)");
-  EXPECT_EQ(p.policy, "permissive");
+  EXPECT_EQ(p.lint_profile, "permissive");
   EXPECT_EQ(p.stdin_data, "");
   EXPECT_TRUE(p.inputs.empty());
   EXPECT_TRUE(p.collect_files);
@@ -200,7 +200,7 @@ TEST(ParseExecuteBody, EveryFieldIsRead) {
   const runtime::PythonProgram& p = r->program;
   EXPECT_EQ(p.code, "x = input()\nx");
   EXPECT_EQ(p.stdin_data, "hello\n");
-  EXPECT_EQ(p.policy, "strict");
+  EXPECT_EQ(p.lint_profile, "strict");
   ASSERT_EQ(p.inputs.size(), 2u);
   EXPECT_EQ(p.inputs[0].name, "data/in.csv");
   EXPECT_EQ(p.inputs[0].content, "a,b\n1,2\n");
@@ -236,7 +236,7 @@ TEST(ParseExecuteBody, NullIsAbsentForOptionalFields) {
   auto r = Admit(
       R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "filename": null, "session_id": null})j");
   ASSERT_TRUE(r.has_value()) << r.error().detail;
-  EXPECT_EQ(r->program.policy, "permissive");
+  EXPECT_EQ(r->program.lint_profile, "permissive");
   EXPECT_EQ(r->program.display_name, "<cell>");
   EXPECT_FALSE(r->session_id.has_value());
   ExpectProblem(ExecuteProblem(R"j({"code": null})j"), 400, "wrong-type", "'code'");
@@ -366,10 +366,10 @@ TEST(ParseExecuteBody, NonPositiveOrTinyLimitsAre400) {
 TEST(ParseExecuteBody, UnknownPolicyNamesTheKnownOnes) {
   Problem p = ExecuteProblem(R"j({"code": "1", "policy": "paranoid"})j");
   ExpectProblem(p, 400, "unknown-policy", "'paranoid'");
-  for (const auto& name : runtime::PolicyProfileNames()) {
+  for (const auto& name : runtime::LintProfileNames()) {
     EXPECT_NE(p.detail.find(name), std::string::npos) << p.detail;
   }
-  EXPECT_EQ(p.extra["known"], json(runtime::PolicyProfileNames()));
+  EXPECT_EQ(p.extra["known"], json(runtime::LintProfileNames()));
 }
 
 TEST(ParseExecuteBody, Files) {
@@ -438,10 +438,10 @@ TEST(ParseCheckBody, CodeAndPolicyOnly) {
   ASSERT_TRUE(r.has_value()) << r.error().detail;
   EXPECT_EQ(r->program.mode, runtime::Mode::kCheck);
   EXPECT_EQ(r->program.code, "def f(:");
-  EXPECT_EQ(r->program.policy, "strict");
+  EXPECT_EQ(r->program.lint_profile, "strict");
   EXPECT_FALSE(r->program.collect_files);
   EXPECT_EQ(r->program.limits.wall_time, std::chrono::seconds(10)) << "a check never needs more";
-  EXPECT_EQ(ParseCheckBody(R"j({"code": "1"})j")->program.policy, "permissive");
+  EXPECT_EQ(ParseCheckBody(R"j({"code": "1"})j")->program.lint_profile, "permissive");
 
   auto problem = [&](const std::string& body) {
     auto c = ParseCheckBody(body);
@@ -590,7 +590,7 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
   EXPECT_EQ(keys(schemas["CheckRequest"]["properties"]), (std::set<std::string>{"code", "policy"}));
   std::set<std::string> policies;
   for (const auto& p : schemas["Policy"]["enum"]) policies.insert(p.get<std::string>());
-  auto known = runtime::PolicyProfileNames();
+  auto known = runtime::LintProfileNames();
   EXPECT_EQ(policies, std::set<std::string>(known.begin(), known.end()));
 }
 

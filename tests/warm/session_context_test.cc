@@ -288,7 +288,7 @@ TEST_F(WarmSessions, ALifetimeEndsTheSessionAndTheGateHoldsItsMaximum) {
   auto strict = gate.CreateSession(caller, {}, {});
   ASSERT_TRUE(strict.has_value());
   command.session_id = strict->id;
-  command.program.policy = "strict";
+  command.program.lint_profile = "strict";
   auto refused = gate.Admit(caller, command, {});
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().type, "policy-violation");

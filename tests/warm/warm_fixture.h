@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/result_json.h"
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
 
 namespace execbox::engine {
 

@@ -18,7 +18,7 @@
 
 #include "base/random.h"
 #include "engine/result_json.h"
-#include "engine/warm_engine.h"
+#include "engine/engine.h"
 #include "jail/launch.h"
 #include "warm/warm_fixture.h"
 
@@ -850,7 +850,7 @@ TEST_F(Warm, EncodingsAreUtf8AsInAColdRun) {
   Result warm = Run(kEncodings);
   EXPECT_EQ(warm.status, Status::kOk) << Describe(warm);
   EXPECT_EQ(Out(warm), "utf-8 surrogateescape 1 utf-8 utf-8 utf-8 utf-8\n") << Describe(warm);
-  auto cold = Execute(Program(kEncodings));
+  auto cold = ExecuteCold(Program(kEncodings));
   ASSERT_TRUE(cold.has_value()) << cold.error().message;
   EXPECT_EQ(cold->engine, "cold");
   EXPECT_EQ(Out(*cold), Out(warm)) << Describe(*cold);

@@ -250,15 +250,15 @@ Read ReadCode(const json& value, Reading& out) {
 
 Read ReadPolicy(const json& value, Reading& out) {
   const std::string& policy = value.get_ref<const std::string&>();
-  if (!runtime::PolicyProfile(policy)) {
-    std::vector<std::string> known = runtime::PolicyProfileNames();
+  if (!runtime::LintProfile(policy)) {
+    std::vector<std::string> known = runtime::LintProfileNames();
     std::string list;
     for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
     return Refuse(400, "unknown-policy", "Unknown policy profile",
                   "unknown policy profile " + Quoted(policy) + " (known: " + list + ")",
                   {{"field", "policy"}, {"known", known}});
   }
-  out.call.program.policy = policy;
+  out.call.program.lint_profile = policy;
   return {};
 }
 

@@ -53,7 +53,7 @@ json BodySchema(Request request) {
 json PolicySchema() {
   const RequestField& policy = FieldWithId(FieldId::kPolicy);
   return {{"type", JsonTypeName(policy.type)},
-          {"enum", runtime::PolicyProfileNames()},
+          {"enum", runtime::LintProfileNames()},
           {"default", json::parse(policy.default_json)},
           {"description", DescriptionOf(policy, kExecuteBody)}};
 }

@@ -1,4 +1,4 @@
-# The warm channel between the zygote's host (jail/warm_child.cc) and one forked child (warm.py).
+# The warm channel between the zygote's host (jail/zygote_loop.cc) and one forked child (warm.py).
 #
 # The warm channel (warm.py): a connected AF_UNIX SOCK_STREAM socket between the zygote's
 # host and one forked child; per request:

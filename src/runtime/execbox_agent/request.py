@@ -1,5 +1,5 @@
 # The request the agent runs (the C++ side writes it: runtime/python_program.cc for the cold
-# agent, jail/warm_child.cc over the warm channel; invocation in __main__.py).
+# agent, jail/zygote_loop.cc over the warm channel; invocation in __main__.py).
 #
 # Request (argv[1], JSON):
 #     {"mode": "run" | "check" | "snapshot" | "restore" (the last two: a warm session's, see

@@ -7,7 +7,7 @@
 // those children. So what the zygote learns about one child's files never lands where a later
 // child could read it: file names are kept in memory the kernel wipes in a fork
 // (MADV_WIPEONFORK), and the stack a file operation used is cleared after it.
-#include "jail/warm_child.h"
+#include "jail/zygote_loop.h"
 
 #include <fcntl.h>
 #include <poll.h>

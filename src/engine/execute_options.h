@@ -1,0 +1,21 @@
+// What a caller may attach to one execution, whichever path runs it (cold, warm, a session).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string_view>
+
+#include "jail/sandbox.h"
+
+namespace execbox::engine {
+
+struct ExecuteOptions {
+  // Live output as it arrives; may be empty.
+  std::function<void(jail::Stream, std::string_view)> on_output;
+  // Set from another thread to stop the execution (status killed, "cancelled"); may be null.
+  const std::atomic<bool>* cancel = nullptr;
+  // Called once the gate has given the execution its running slot, before it starts; may be empty.
+  std::function<void()> on_started;
+};
+
+}  // namespace execbox::engine
