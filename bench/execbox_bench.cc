@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/http/local_client.h"
+#include "cli/local_client.h"
 #include "engine/engine.h"
 #include "engine/result_assembly.h"
 
@@ -258,7 +258,7 @@ void WaitServerFull(const std::string& path, size_t prepared, std::chrono::milli
   const std::string gauge = "\nexecbox_prepared_children ";
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (Clock::now() < deadline) {
-    auto client = api::LocalClient::Connect(path);
+    auto client = cli::LocalClient::Connect(path);
     if (!client) Die("the local server: " + client.error().message);
     auto reply = (*client)->Send({.method = "GET", .target = "/metrics"});
     if (!reply || reply->status != 200) Die("the local server's /metrics did not answer");

@@ -52,7 +52,7 @@ std::vector<std::string> LocalServerSockets() {
 Expected<FoundServer> FindLocalServer() {
   std::string why_not;
   for (const auto& path : LocalServerSockets()) {
-    auto connected = api::LocalClient::Connect(path);
+    auto connected = LocalClient::Connect(path);
     if (connected) return FoundServer{.path = path, .client = std::move(*connected)};
     why_not += (why_not.empty() ? "" : "; ") + connected.error().message;
   }
@@ -71,10 +71,10 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
     attempt.why_not = found.error().message;
     return attempt;
   }
-  std::unique_ptr<api::LocalClient> client = std::move(found->client);
+  std::unique_ptr<LocalClient> client = std::move(found->client);
 
   std::string result_text, failure;
-  api::LocalClient::EventHandler on_event;
+  LocalClient::EventHandler on_event;
   if (stream_output) {
     on_event = [&](std::string_view event, std::string_view data) {
       if (event == "stdout" || event == "stderr") {
@@ -85,7 +85,7 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
       } else if (event == "result") {
         result_text = data;
       } else if (event == "error") {
-        failure = api::LocalClient::ProblemDetail(data);
+        failure = LocalClient::ProblemDetail(data);
       }
     };
   }
@@ -96,7 +96,7 @@ ServerAttempt RunOnLocalServer(const engine::ExecutionRequest& request, bool str
   }
   if (reply->status != 200) {
     attempt.http_status = reply->status;
-    attempt.why_not = "the local server refused: " + api::LocalClient::ProblemDetail(reply->body);
+    attempt.why_not = "the local server refused: " + LocalClient::ProblemDetail(reply->body);
     return attempt;
   }
   if (!failure.empty()) {

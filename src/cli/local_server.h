@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "api/http/local_client.h"
+#include "cli/local_client.h"
 #include "engine/gate.h"
 #include "engine/result.h"
 
@@ -25,7 +25,7 @@ std::vector<std::string> LocalServerSockets();
 // each place looked at.
 struct FoundServer {
   std::string path;
-  std::unique_ptr<api::LocalClient> client;
+  std::unique_ptr<LocalClient> client;
 };
 Expected<FoundServer> FindLocalServer();
 

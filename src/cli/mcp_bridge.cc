@@ -5,7 +5,7 @@
 #include <iostream>
 #include <thread>
 
-#include "api/http/local_client.h"
+#include "cli/local_client.h"
 #include "api/mcp/json_rpc.h"
 #include "base/io.h"
 
@@ -79,7 +79,7 @@ void McpBridge::HandleLine(std::string_view line) {
 void McpBridge::Forward(const std::string& body, const json& message) {
   const bool initialize = message.is_object() && message.value("method", "") == "initialize";
   for (int attempt = 0; attempt < 2; ++attempt) {
-    api::LocalClient::Request request{.target = "/mcp", .json_body = body, .headers = {}};
+    LocalClient::Request request{.target = "/mcp", .json_body = body, .headers = {}};
     request.headers.emplace_back("Accept", "application/json, text/event-stream");
     std::string session;
     {
@@ -89,7 +89,7 @@ void McpBridge::Forward(const std::string& body, const json& message) {
       if (!initialize && !protocol_version_.empty())
         request.headers.emplace_back("MCP-Protocol-Version", protocol_version_);
     }
-    auto client = api::LocalClient::Connect(path_);
+    auto client = LocalClient::Connect(path_);
     if (!client) return ReplyError(message, "the local server is gone: " + client.error().message);
     auto reply = (*client)->Send(request, [this](std::string_view event, std::string_view data) {
       if ((event == "message" || event.empty()) && !data.empty()) Write(std::string(data));
@@ -112,7 +112,7 @@ void McpBridge::Forward(const std::string& body, const json& message) {
     if (reply->status == 404 && !initialize && attempt == 0 && !session.empty() && Reinitialize(session))
       continue;
     if (IsJsonRpc(reply->body)) return Write(reply->body);
-    return ReplyError(message, "the local server refused: " + api::LocalClient::ProblemDetail(reply->body));
+    return ReplyError(message, "the local server refused: " + LocalClient::ProblemDetail(reply->body));
   }
 }
 
@@ -120,18 +120,18 @@ bool McpBridge::Reinitialize(const std::string& stale_session) {
   std::lock_guard lock(mu_);
   if (session_id_ != stale_session) return true;  // another thread has done it
   if (initialize_.empty()) return false;
-  auto client = api::LocalClient::Connect(path_);
+  auto client = LocalClient::Connect(path_);
   if (!client) return false;
-  api::LocalClient::Request request{.target = "/mcp", .json_body = initialize_, .headers = {}};
+  LocalClient::Request request{.target = "/mcp", .json_body = initialize_, .headers = {}};
   request.headers.emplace_back("Accept", "application/json, text/event-stream");
   auto reply = (*client)->Send(request);
   if (!reply || reply->status != 200 || !reply->headers.contains("mcp-session-id")) return false;
   session_id_ = reply->headers["mcp-session-id"];
   // Its answer is not the client's to see (it was answered once); the session needs the
   // client's "initialized" notification as any other would.
-  auto notify = api::LocalClient::Connect(path_);
+  auto notify = LocalClient::Connect(path_);
   if (!notify) return false;
-  api::LocalClient::Request initialized{
+  LocalClient::Request initialized{
       .target = "/mcp",
       .json_body = api::Serialize(api::MakeNotification("notifications/initialized", json::object())),
       .headers = {{"Accept", "application/json, text/event-stream"}, {"Mcp-Session-Id", session_id_}}};
@@ -144,9 +144,9 @@ void McpBridge::Drain() {
   std::unique_lock lock(mu_);
   idle_.wait(lock, [this] { return in_flight_ == 0; });
   if (session_id_.empty()) return;
-  auto client = api::LocalClient::Connect(path_);
+  auto client = LocalClient::Connect(path_);
   if (!client) return;
-  api::LocalClient::Request end{.method = "DELETE", .target = "/mcp", .json_body = {}, .headers = {}};
+  LocalClient::Request end{.method = "DELETE", .target = "/mcp", .json_body = {}, .headers = {}};
   end.headers.emplace_back("Mcp-Session-Id", session_id_);
   (void)(*client)->Send(end);
 }

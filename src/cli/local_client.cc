@@ -1,4 +1,4 @@
-#include "api/http/local_client.h"
+#include "cli/local_client.h"
 
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-namespace execbox::api {
+namespace execbox::cli {
 namespace {
 
 namespace asio = boost::asio;
@@ -140,4 +140,4 @@ Expected<LocalClient::Reply> LocalClient::Send(const Request& request, const Eve
   return reply;
 }
 
-}  // namespace execbox::api
+}  // namespace execbox::cli

@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 
-namespace execbox::api {
+namespace execbox::cli {
 
 class LocalClient {
  public:
@@ -54,4 +54,4 @@ class LocalClient {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace execbox::api
+}  // namespace execbox::cli
