@@ -201,7 +201,7 @@ engine::Refused<engine::Result> E2bApi::RunIn(const Sandbox& sandbox, const ApiK
   engine::ExecutionRequest request{.program = std::move(program), .limits = {}, .session_id = sandbox.id};
   auto outcome = gate_.Execute(CallerOf(key), std::move(request),
                                {.transport = engine::Transport::kE2b, .peer = peer}, options);
-  if (!outcome && outcome.error().type == "session-not-found") Forget(sandbox.id);
+  if (!outcome && outcome.error().reason == engine::RefusalReason::kSessionNotFound) Forget(sandbox.id);
   return outcome;
 }
 

@@ -156,7 +156,7 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     if (!timeout) return SendError(*exchange, 400, problem.empty() ? "timeout is required" : problem);
     auto set = gate_.SetSessionLifetime(caller, sandbox->id, *timeout, origin);
     if (!set) {
-      if (set.error().type == "session-not-found") Forget(sandbox->id);
+      if (set.error().reason == engine::RefusalReason::kSessionNotFound) Forget(sandbox->id);
       return SendRefusal(*exchange, set.error());
     }
     {
@@ -252,7 +252,7 @@ void E2bApi::Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
     nlohmann::json results = nlohmann::json::array();
     for (int64_t i = 0; i < count; ++i) {
       auto forked = gate_.ForkSession(caller, parent->id, origin);
-      if (!forked && forked.error().type == "session-not-found") {
+      if (!forked && forked.error().reason == engine::RefusalReason::kSessionNotFound) {
         Forget(parent->id);
         return SendError(*exchange, 404, "sandbox " + parent->id + " not found (it ended)");
       }

@@ -136,7 +136,7 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   auto admitted = gate_.Admit(CallerOf(key), std::move(call),
                               {.transport = engine::Transport::kE2b, .peer = request.peer});
   if (!admitted) {
-    if (admitted.error().type == "session-not-found") {
+    if (admitted.error().reason == engine::RefusalReason::kSessionNotFound) {
       Forget(sandbox->id);
       return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
     }
@@ -157,7 +157,7 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     auto outcome = gate_.Run(std::move(*work), options);
     Watch(stream.get(), false);
     if (!outcome) {
-      if (outcome.error().type == "session-not-found") {
+      if (outcome.error().reason == engine::RefusalReason::kSessionNotFound) {
         Forget(sandbox->id);
         if (!stream->started())
           return SendError(*stream->exchange, 404, "sandbox " + sandbox->id + " not found");

@@ -286,10 +286,8 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
   }
   auto id = StringArgument(arguments, "session_id");
   if (!id) {
-    return RefusalToolResult(engine::Refusal{.kind = engine::RefusalKind::kBadRequest,
-                                             .type = "invalid-arguments",
-                                             .title = "Invalid arguments",
-                                             .detail = id.error().message});
+    return RefusalToolResult(
+        engine::MakeRefusal(engine::RefusalReason::kInvalidArguments, id.error().message));
   }
   if (name == "fork_session") {
     auto forked = gate_.ForkSession(caller_, *id, origin_);

@@ -176,10 +176,7 @@ void MoveImage(json& bundle, json& content) {
 }
 
 engine::Refusal BadArgument(std::string detail) {
-  return engine::Refusal{.kind = engine::RefusalKind::kBadRequest,
-                         .type = "invalid-arguments",
-                         .title = "Invalid arguments",
-                         .detail = std::move(detail)};
+  return engine::MakeRefusal(engine::RefusalReason::kInvalidArguments, std::move(detail));
 }
 
 // `packages`: null (none) or an array of strings (their form is the gate's to check).
