@@ -503,6 +503,20 @@ std::optional<PackageCatalog> Gate::ListedPackages() {
   return packages_;
 }
 
+std::optional<std::vector<std::string>> Gate::WheelNames() const {
+  if (engine_.wheelhouse().empty()) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& wheel : ListWheelhouse(engine_.wheelhouse())) names.push_back(wheel.name);
+  return names;
+}
+
+GateStats Gate::Stats() {
+  GateStats stats{.warm = engine_.warm(), .closed = closed(), .running = running(), .queued = queued()};
+  if (auto* pool = engine_.pool()) stats.pool = pool->Stats();
+  if (auto* sessions = engine_.sessions()) stats.sessions = sessions->size();
+  return stats;
+}
+
 void Gate::Close() { admission_.Close(); }
 
 }  // namespace execbox::engine

@@ -103,18 +103,16 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 
   if (path == "/metrics") {
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
-    Gauges gauges{.running = gate_.running(), .queued = gate_.queued()};
-    if (auto* pool = gate_.engine().pool()) {
-      auto stats = pool->Stats();
-      gauges.warm_workers = stats.warm_workers;
-      gauges.prepared_children = stats.prepared;
-      gauges.children_ended = stats.children_ended;
-      gauges.zygote_cpu_ns = stats.zygote_cpu_ns;
-      gauges.child_setup_cpu_ns = stats.child_setup_ns;
-      gauges.child_execution_cpu_ns = stats.child_execution_ns;
-      gauges.child_exit_cpu_ns = stats.child_exit_ns;
-    }
-    if (auto* sessions = gate_.engine().sessions()) gauges.sessions = sessions->size();
+    const engine::GateStats stats = gate_.Stats();
+    Gauges gauges{.running = stats.running, .queued = stats.queued};
+    gauges.warm_workers = stats.pool.warm_workers;
+    gauges.prepared_children = stats.pool.prepared;
+    gauges.children_ended = stats.pool.children_ended;
+    gauges.zygote_cpu_ns = stats.pool.zygote_cpu_ns;
+    gauges.child_setup_cpu_ns = stats.pool.child_setup_ns;
+    gauges.child_execution_cpu_ns = stats.pool.child_execution_ns;
+    gauges.child_exit_cpu_ns = stats.pool.child_exit_ns;
+    gauges.sessions = stats.sessions;
     if (connection_count_) gauges.connections = connection_count_();
     return Respond(*exchange, HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
                                            .body = metrics_.Render(gauges)});
@@ -148,9 +146,9 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 }
 
 void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
-  size_t warm = 0;
-  if (auto* pool = gate_.engine().pool()) warm = pool->Stats().warm_workers;
-  bool ready = !shutting_down_ && (warm > 0 || !gate_.engine().warm());
+  const engine::GateStats stats = gate_.Stats();
+  const size_t warm = stats.pool.warm_workers;
+  bool ready = !shutting_down_ && (warm > 0 || !stats.warm);
   if (!ready) {
     return Fail(*exchange,
                 Problem{.status = 503,
@@ -160,7 +158,7 @@ void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
                         .headers = {{"Retry-After", "1"}}});
   }
   nlohmann::json body = {
-      {"status", "ready"}, {"engine", gate_.engine().warm() ? "warm" : "cold"}, {"warm_workers", warm}};
+      {"status", "ready"}, {"engine", stats.warm ? "warm" : "cold"}, {"warm_workers", warm}};
   Respond(*exchange, HttpResponse{.body = Serialize(body)});
 }
 

@@ -134,11 +134,7 @@ void McpServer::Dispatch(const json& message) {
   } else if (method == "tools/list") {
     // Listed when the server started (serve, mcp); never run here, on the caller's thread.
     auto packages = gate_.ListedPackages();
-    std::optional<std::vector<std::string>> wheels;
-    if (const std::string& dir = gate_.engine().wheelhouse(); !dir.empty()) {
-      wheels.emplace();
-      for (const auto& w : engine::ListWheelhouse(dir)) wheels->push_back(w.name);
-    }
+    const std::optional<std::vector<std::string>> wheels = gate_.WheelNames();
     Send(MakeResult(id, {{"tools", ToolDefinitions(
                                        gate_.limits(),
                                        packages ? engine::ModuleNames(*packages) : std::vector<std::string>{},
