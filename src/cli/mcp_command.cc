@@ -154,9 +154,11 @@ int RunMcp(const McpArgs& args) {
   // The local user, with an API key's default rate and concurrency: a model flooding calls is
   // refused, not given a jail each.
   const api::ApiKey local{.id = "stdio"};
+  // The tool calls' threads: after the server, which waits for its calls, they are joined.
+  api::Calls calls;
   // stdio is one channel: which request a message belongs to does not matter here.
-  api::McpServer server(gate, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio}, kVersion,
-                        [](const nlohmann::json&, const std::string& line, bool) {
+  api::McpServer server(gate, calls, api::CallerOf(local), {.transport = engine::Transport::kMcpStdio},
+                        kVersion, [](const nlohmann::json&, const std::string& line, bool) {
                           if (line.empty()) return;  // a request ended without a reply: nothing to write
                           std::string framed = line + "\n";
                           if (auto written = WriteAll(STDOUT_FILENO, framed); !written) {

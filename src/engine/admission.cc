@@ -9,12 +9,10 @@ namespace execbox::engine {
 
 namespace {
 
-Refusal TooMany(std::string type, std::string title, std::string detail, long retry_after) {
-  return Refusal{.kind = RefusalKind::kTooMany,
-                 .type = std::move(type),
-                 .title = std::move(title),
-                 .detail = std::move(detail),
-                 .retry_after_seconds = static_cast<int>(std::max(retry_after, 1L))};
+Refusal TooMany(RefusalReason reason, std::string detail, long retry_after) {
+  Refusal refusal = MakeRefusal(reason, std::move(detail));
+  refusal.retry_after_seconds = static_cast<int>(std::max(retry_after, 1L));
+  return refusal;
 }
 
 std::string Rate(double per_second) {
@@ -26,11 +24,10 @@ std::string Rate(double per_second) {
 }  // namespace
 
 Refusal ShuttingDown() {
-  return Refusal{.kind = RefusalKind::kUnavailable,
-                 .type = "shutting-down",
-                 .title = "Shutting down",
-                 .detail = "the server is shutting down and accepts no new executions",
-                 .retry_after_seconds = 5};
+  Refusal refusal =
+      MakeRefusal(RefusalReason::kShuttingDown, "the server is shutting down and accepts no new executions");
+  refusal.retry_after_seconds = 5;
+  return refusal;
 }
 
 Ticket::Ticket(Ticket&& other) noexcept
@@ -76,7 +73,7 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
     if (bucket.tokens < 1) {
       const double wait = (1 - bucket.tokens) / caller.rate_per_second;
       const auto retry = static_cast<long>(std::min(std::ceil(wait), 86400.0));
-      return std::unexpected(TooMany("rate-limited", "Rate limit exceeded",
+      return std::unexpected(TooMany(RefusalReason::kRateLimited,
                                      "caller '" + caller.id + "' is over its rate of " +
                                          Rate(caller.rate_per_second) + " executions per second",
                                      retry));
@@ -86,7 +83,7 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   // This caller's executions running or waiting (0 is treated as 1).
   const size_t max_concurrent = std::max<size_t>(caller.max_concurrent, 1);
   if (bucket.active >= max_concurrent) {
-    return std::unexpected(TooMany("key-concurrency", "Too many concurrent executions",
+    return std::unexpected(TooMany(RefusalReason::kKeyConcurrency,
                                    "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
                                        " executions running or queued (its limit is " +
                                        std::to_string(max_concurrent) + ")",
@@ -96,7 +93,7 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   // A free slot with nobody waiting: run now.
   const bool run_now = running_ < max_running_ && waiting_.empty();
   if (!run_now && queued_ >= max_queue_) {
-    return std::unexpected(TooMany("queue-full", "Server busy",
+    return std::unexpected(TooMany(RefusalReason::kQueueFull,
                                    std::to_string(running_) + " executions are running and " +
                                        std::to_string(queued_) + " are queued (the limits); retry later",
                                    1));
@@ -121,10 +118,7 @@ Refused<void> Admission::Wait(Ticket& ticket, const std::atomic<bool>* cancel) {
   while (true) {
     if (closed_) return std::unexpected(ShuttingDown());  // the ticket's destructor dequeues it
     if (cancel != nullptr && cancel->load()) {
-      return std::unexpected(Refusal{.kind = RefusalKind::kUnavailable,
-                                     .type = "cancelled",
-                                     .title = "Cancelled",
-                                     .detail = "the request was cancelled while waiting for a slot"});
+      return Refuse(RefusalReason::kCancelled, "the request was cancelled while waiting for a slot");
     }
     if (running_ < max_running_ && *waiting_.begin() == seq) break;
     freed_.wait_for(lock, std::chrono::milliseconds(100));

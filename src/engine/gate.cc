@@ -56,18 +56,12 @@ Refusal SessionNotFound(const std::string& id, const std::string& here) {
              (here.empty() ? std::string("a server without an instance name") : "instance '" + here + "'") +
              " (send session calls through the router, which sends each to its instance)";
   }
-  return Refusal{.kind = RefusalKind::kNotFound,
-                 .type = "session-not-found",
-                 .title = "Session not found",
-                 .detail = detail};
+  return MakeRefusal(RefusalReason::kSessionNotFound, detail);
 }
 
 Refusal SessionsUnavailable() {
-  return Refusal{
-      .kind = RefusalKind::kConflict,
-      .type = "sessions-unavailable",
-      .title = "Sessions unavailable",
-      .detail = "sessions need the warm pool, which this server runs without (see `execbox doctor`)"};
+  return MakeRefusal(RefusalReason::kSessionsUnavailable,
+                     "sessions need the warm pool, which this server runs without (see `execbox doctor`)");
 }
 
 Gate::Gate(Engine& engine, GateOptions options)
@@ -82,11 +76,9 @@ Refusal Gate::Internal(const std::string& what, const std::string& detail) const
   auto id = RandomHex(6);
   const std::string incident = id ? *id : "unnumbered";
   std::fprintf(stderr, "execbox: incident %s (%s): %s\n", incident.c_str(), what.c_str(), detail.c_str());
-  return Refusal{.kind = RefusalKind::kInternal,
-                 .type = "internal-error",
-                 .title = "Internal error",
-                 .detail = "the sandbox failed (incident " + incident + "; the server's log has the details)",
-                 .extra = {{"incident", incident}}};
+  return MakeRefusal(RefusalReason::kInternalError,
+                     "the sandbox failed (incident " + incident + "; the server's log has the details)",
+                     {{"incident", incident}});
 }
 
 void Gate::Scrub(Result& r) const {
@@ -129,7 +121,7 @@ Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
     if (spec.scope != LimitScope::kChildCreation || spec.Base(o.value) == spec.get(*session)) continue;
     const std::string name(spec.name);
     const double value = spec.Value(*session);
-    return Refuse(RefusalKind::kUnprocessable, "limit-fixed", "Limit fixed when the session was created",
+    return Refuse(RefusalReason::kLimitFixed,
                   "'" + (o.field.empty() ? "limits." + name : o.field) +
                       "' can only be set when a session is created; this session has " +
                       std::to_string(static_cast<uint64_t>(value)) + std::string(spec.suffix()),
@@ -141,16 +133,15 @@ Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
 Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
   if (!program.packages.empty()) {
     if (auto names = runtime::CheckPackageNames(program.packages); !names)
-      return Refuse(RefusalKind::kBadRequest, "invalid-packages", "Invalid package names",
-                    names.error().message, {{"field", "packages"}});
+      return Refuse(RefusalReason::kInvalidPackages, names.error().message, {{"field", "packages"}});
     if (engine_.wheelhouse().empty())
       return Refuse(
-          RefusalKind::kConflict, "no-wheelhouse", "No wheelhouse",
+          RefusalReason::kNoWheelhouse,
           "this server has no wheelhouse ([packages] wheelhouse in its configuration) and the sandbox "
           "has no network: packages cannot be installed beyond those the sandbox has",
           {{"field", "packages"}});
     if (program.mode != runtime::Mode::kRun)
-      return Refuse(RefusalKind::kBadRequest, "invalid-packages", "Invalid package names",
+      return Refuse(RefusalReason::kInvalidPackages,
                     "packages are installed for code that runs, not for a check", {{"field", "packages"}});
   }
   uint64_t total = 0;
@@ -158,7 +149,7 @@ Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
   const uint64_t room = program.limits.work_dir_bytes, most = options_.limits.maxima.work_dir_bytes;
   if (total <= room) return {};
   std::string hint = room < most ? " (raise limits.disk_mb, up to " + std::to_string(most / kMiB) + ")" : "";
-  return Refuse(RefusalKind::kTooLarge, "inputs-too-large", "Input files too large",
+  return Refuse(RefusalReason::kInputsTooLarge,
                 "the input files hold " + std::to_string(total) + " bytes, more than the work dir's " +
                     std::to_string(room) + hint,
                 {{"field", "files"}, {"total_bytes", total}, {"work_dir_bytes", room}});
@@ -171,11 +162,11 @@ Refused<void> Gate::CheckMode(const ExecutionRequest& request) const {
   const runtime::Mode mode = request.program.mode;
   if (mode == runtime::Mode::kRun || mode == runtime::Mode::kCheck) return {};
   if (!request.session_id) {
-    return Refuse(RefusalKind::kBadRequest, "session-required", "Session required",
+    return Refuse(RefusalReason::kSessionRequired,
                   "shell commands and directory listings run in a session only");
   }
   if (mode == runtime::Mode::kCommand && request.program.lint_profile != "permissive") {
-    return Refuse(RefusalKind::kConflict, "policy-violation", "Refused by policy",
+    return Refuse(RefusalReason::kPolicyViolation,
                   "shell commands are refused under the '" + request.program.lint_profile +
                       "' policy (they would go around its checks of the Python code)");
   }
@@ -285,38 +276,36 @@ Refused<std::vector<InstalledPackage>> Gate::InstallPackages(const Caller& calle
   if (result->status == Status::kOk && !result->error) return std::move(result->installed);
   std::string why = result->error ? result->error->evalue
                                   : std::string("the install ended with ") + StatusName(result->status);
-  return Refuse(RefusalKind::kUnprocessable, "package-install-failed", "Package install failed", why,
+  return Refuse(RefusalReason::kPackageInstallFailed, why,
                 {{"field", "packages"}, {"status", StatusName(result->status)}});
 }
 
 Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) const {
-  auto make = [&](RefusalKind kind, const char* type, const char* title) {
-    return Refusal{.kind = kind, .type = type, .title = title, .detail = failure.message};
-  };
+  auto make = [&](RefusalReason reason) { return MakeRefusal(reason, failure.message); };
   switch (failure.kind) {
     case SessionError::kNotFound:
       return SessionNotFound(id, engine_.instance());
     case SessionError::kFull: {
-      Refusal r = make(RefusalKind::kTooMany, "sessions-full", "Too many sessions");
+      Refusal r = make(RefusalReason::kSessionsFull);
       r.retry_after_seconds = 5;
       return r;
     }
     case SessionError::kInvalid:
-      return make(RefusalKind::kBadRequest, "invalid-path", "Invalid file path");
+      return make(RefusalReason::kInvalidPath);
     case SessionError::kRefused:
-      return make(RefusalKind::kConflict, "file-refused", "File refused");
+      return make(RefusalReason::kFileRefused);
     case SessionError::kStateNotCopied:
-      return make(RefusalKind::kConflict, "state-not-copied", "Session state not copied");
+      return make(RefusalReason::kStateNotCopied);
     case SessionError::kNothingToUndo:
-      return make(RefusalKind::kConflict, "nothing-to-undo", "Nothing to undo");
+      return make(RefusalReason::kNothingToUndo);
     case SessionError::kBadSnapshot:
-      return make(RefusalKind::kBadRequest, "invalid-snapshot", "Invalid snapshot");
+      return make(RefusalReason::kInvalidSnapshot);
     case SessionError::kNotYours:
-      return make(RefusalKind::kBadRequest, "snapshot-not-yours", "Snapshot of another key's session");
+      return make(RefusalReason::kSnapshotNotYours);
     case SessionError::kFileNotFound:
-      return make(RefusalKind::kNotFound, "file-not-found", "File not found");
+      return make(RefusalReason::kFileNotFound);
     case SessionError::kTooLarge:
-      return make(RefusalKind::kTooLarge, "file-too-large", "File too large");
+      return make(RefusalReason::kFileTooLarge);
     case SessionError::kInternal:
       break;
   }
@@ -471,13 +460,10 @@ Refused<void> Gate::SetSessionLifetime(const Caller& caller, const std::string& 
   if (lifetime.count() < 0 || lifetime > most) {
     return std::unexpected(Reject(
         caller, origin, route, id, "",
-        Refusal{
-            .kind = RefusalKind::kUnprocessable,
-            .type = "limit-exceeded",
-            .title = "Limit exceeded",
-            .detail = "a session may live at most " + std::to_string(most.count()) + " s; " +
-                      std::to_string(lifetime.count()) + " s was asked for",
-            .extra = {{"limit", "lifetime_s"}, {"requested", lifetime.count()}, {"maximum", most.count()}}}));
+        MakeRefusal(RefusalReason::kLimitExceeded,
+                    "a session may live at most " + std::to_string(most.count()) + " s; " +
+                        std::to_string(lifetime.count()) + " s was asked for",
+                    {{"limit", "lifetime_s"}, {"requested", lifetime.count()}, {"maximum", most.count()}})));
   }
   auto set = sessions->SetExpiry(caller.id, id, std::chrono::system_clock::now() + lifetime);
   if (!set) return std::unexpected(Reject(caller, origin, route, id, "", FromSession(set.error(), id)));
@@ -515,6 +501,20 @@ std::optional<PackageCatalog> Gate::ListedPackages() {
   std::unique_lock lock(packages_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;
   return packages_;
+}
+
+std::optional<std::vector<std::string>> Gate::WheelNames() const {
+  if (engine_.wheelhouse().empty()) return std::nullopt;
+  std::vector<std::string> names;
+  for (const auto& wheel : ListWheelhouse(engine_.wheelhouse())) names.push_back(wheel.name);
+  return names;
+}
+
+GateStats Gate::Stats() {
+  GateStats stats{.warm = engine_.warm(), .closed = closed(), .running = running(), .queued = queued()};
+  if (auto* pool = engine_.pool()) stats.pool = pool->Stats();
+  if (auto* sessions = engine_.sessions()) stats.sessions = sessions->size();
+  return stats;
 }
 
 void Gate::Close() { admission_.Close(); }

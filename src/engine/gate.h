@@ -82,17 +82,28 @@ class Admitted {
   const char* route = "execute";
 };
 
+// What the gate and its engine hold now, for a health check or metrics: read in one call, so a
+// front end never reaches through the gate into the engine.
+struct GateStats {
+  bool warm = false;  // the warm pool runs (else cold jails, and no sessions)
+  bool closed = false;
+  size_t running = 0;
+  size_t queued = 0;
+  size_t sessions = 0;
+  PoolStats pool;  // all zero when cold
+};
+
 class Gate {
  public:
   Gate(Engine& engine, GateOptions options);
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
 
-  Engine& engine() { return engine_; }
   const LimitsConfig& limits() const { return options_.limits; }
   size_t max_running() const { return max_running_; }
   size_t max_queue() const { return options_.max_queue; }
   bool sessions_available() { return engine_.sessions() != nullptr; }
+  GateStats Stats();
 
   // Decides at once, never blocking (a front end may call it on its I/O thread, so a flood of
   // refused requests costs no thread): the limits, the session's owner, the caller's rate and
@@ -159,6 +170,9 @@ class Gate {
   Refused<PackageCatalog> Packages();
   // The same when it has been listed already, at once; nullopt otherwise (never waits or runs).
   std::optional<PackageCatalog> ListedPackages();
+  // The names of the wheelhouse's wheels, read now (never runs a sandbox); nullopt without a
+  // wheelhouse.
+  std::optional<std::vector<std::string>> WheelNames() const;
 
   // Graceful shutdown: queued executions are woken with "shutting-down" and new ones refused;
   // a running execution cancelled from now on says the server is shutting down.

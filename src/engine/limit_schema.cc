@@ -222,7 +222,7 @@ Refused<std::optional<LimitOverride>> ReadLimitOverride(const LimitSpec& spec, c
   const std::string field = std::string(field_prefix) + std::string(spec.name);
   const std::string expected = spec.integer() ? "an integer" : "a number";
   auto wrong_type = [&] {
-    return Refuse(RefusalKind::kBadRequest, "wrong-type", "Wrong type",
+    return Refuse(RefusalReason::kWrongType,
                   "'" + field + "' must be " + expected + ", not " + Described(value),
                   {{"field", field}, {"expected", expected}});
   };
@@ -230,8 +230,8 @@ Refused<std::optional<LimitOverride>> ReadLimitOverride(const LimitSpec& spec, c
   const double v = value.get<double>();
   if (spec.integer() && std::isfinite(v) && v != std::floor(v)) return wrong_type();
   if (!(v > 0)) {
-    return Refuse(RefusalKind::kBadRequest, "invalid-value", "Invalid value",
-                  "'" + field + "' must be positive, not " + Described(value), {{"field", field}});
+    return Refuse(RefusalReason::kInvalidValue, "'" + field + "' must be positive, not " + Described(value),
+                  {{"field", field}});
   }
   return LimitOverride{.spec = &spec, .value = v, .sent = value, .field = field};
 }
@@ -243,7 +243,7 @@ Refused<LimitOverrides> ReadLimitOverrides(const json& object, std::string_view 
     if (spec == nullptr) {
       std::string field = std::string(field_prefix) + item.key();
       if (field.size() > 100) field = field.substr(0, 100) + "...";
-      return Refuse(RefusalKind::kBadRequest, "unknown-field", "Unknown field",
+      return Refuse(RefusalReason::kUnknownField,
                     "unknown field '" + field + "' (allowed: " + AllNames() + ")", {{"field", field}});
     }
     auto one = ReadLimitOverride(*spec, item.value(), field_prefix);
@@ -263,13 +263,13 @@ Refused<jail::Limits> ApplyLimitOverrides(const LimitsConfig& config, const jail
     const std::string field = o.field.empty() ? "limits." + name : o.field;
     const double maximum = spec.Value(config.maxima);
     if (!std::isfinite(o.value) || o.value > maximum) {
-      return Refuse(RefusalKind::kUnprocessable, "limit-exceeded", "Limit exceeded",
+      return Refuse(RefusalReason::kLimitExceeded,
                     "'" + field + "' asks for " + Described(o.sent) + std::string(spec.suffix()) +
                         ", above the allowed maximum of " + NumberText(maximum) + std::string(spec.suffix()),
                     {{"limit", name}, {"requested", o.sent}, {"maximum", NumberJson(maximum)}});
     }
     if (o.value < spec.min) {
-      return Refuse(RefusalKind::kBadRequest, "invalid-value", "Invalid value",
+      return Refuse(RefusalReason::kInvalidValue,
                     "'" + field + "' must be at least " + NumberText(spec.min) + std::string(spec.suffix()),
                     {{"field", field}, {"limit", name}, {"minimum", NumberJson(spec.min)}});
     }
@@ -281,8 +281,7 @@ Refused<jail::Limits> ApplyLimitOverrides(const LimitsConfig& config, const jail
     out.cpu_time = std::min(out.wall_time, config.maxima.cpu_time);
   }
   if (auto valid = jail::ValidateLimits(out); !valid) {
-    return Refuse(RefusalKind::kBadRequest, "invalid-value", "Invalid value", valid.error().message,
-                  {{"field", "limits"}});
+    return Refuse(RefusalReason::kInvalidValue, valid.error().message, {{"field", "limits"}});
   }
   return out;
 }

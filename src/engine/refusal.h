@@ -20,9 +20,56 @@ enum class RefusalKind {
   kInternal,       // the sandbox failed; `detail` is generic, the server log has the rest
 };
 
+// What was refused: one value per wire slug (`type`), so that code tells refusals apart by
+// value, never by their text. Each has one kind, slug and title (RefusalSpecOf, refusal.cc).
+enum class RefusalReason {
+  // admission
+  kRateLimited,
+  kKeyConcurrency,
+  kQueueFull,
+  kShuttingDown,
+  kCancelled,
+  // sessions
+  kSessionNotFound,
+  kSessionsUnavailable,
+  kSessionsFull,
+  kSessionRequired,
+  kStateNotCopied,
+  kNothingToUndo,
+  kInvalidSnapshot,
+  kSnapshotNotYours,
+  // files
+  kInvalidPath,
+  kFileRefused,
+  kFileNotFound,
+  kFileTooLarge,
+  kInputsTooLarge,
+  // limits and the request's form
+  kLimitExceeded,
+  kLimitFixed,
+  kWrongType,
+  kInvalidValue,
+  kUnknownField,
+  kInvalidArguments,
+  kPolicyViolation,
+  // packages
+  kInvalidPackages,
+  kNoWheelhouse,
+  kPackageInstallFailed,
+  kInternalError,  // last: a test walks them all
+};
+
+struct RefusalSpec {
+  RefusalKind kind;
+  const char* type;   // the slug, e.g. "limit-exceeded"
+  const char* title;  // e.g. "Limit exceeded"
+};
+RefusalSpec RefusalSpecOf(RefusalReason reason);
+
 struct Refusal {
+  RefusalReason reason = RefusalReason::kInternalError;
   RefusalKind kind = RefusalKind::kInternal;
-  std::string type;    // stable slug, e.g. "limit-exceeded"
+  std::string type;    // stable slug, e.g. "limit-exceeded": RefusalSpecOf(reason).type
   std::string title;   // constant per type, e.g. "Limit exceeded"
   std::string detail;  // this occurrence, for the client (or the model) to act on
   nlohmann::json extra = nlohmann::json::object();  // e.g. {"limit": ..., "maximum": ...}
@@ -32,13 +79,14 @@ struct Refusal {
 template <typename T>
 using Refused = std::expected<T, Refusal>;
 
-inline std::unexpected<Refusal> Refuse(RefusalKind kind, std::string type, std::string title,
-                                       std::string detail, nlohmann::json extra = nlohmann::json::object()) {
-  return std::unexpected(Refusal{.kind = kind,
-                                 .type = std::move(type),
-                                 .title = std::move(title),
-                                 .detail = std::move(detail),
-                                 .extra = std::move(extra)});
+// A refusal for `reason` (its kind, slug and title from the one table) with this occurrence's
+// detail.
+Refusal MakeRefusal(RefusalReason reason, std::string detail,
+                    nlohmann::json extra = nlohmann::json::object());
+
+inline std::unexpected<Refusal> Refuse(RefusalReason reason, std::string detail,
+                                       nlohmann::json extra = nlohmann::json::object()) {
+  return std::unexpected(MakeRefusal(reason, std::move(detail), std::move(extra)));
 }
 
 }  // namespace execbox::engine

@@ -13,6 +13,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -436,6 +437,30 @@ TEST(Audit, OpenFailureSaysWhere) {
   ASSERT_FALSE(log.has_value());
   EXPECT_NE(log.error().message.find("/nonexistent-dir/audit.log"), std::string::npos);
   EXPECT_TRUE(AuditLog::Open("-", false).has_value());
+}
+
+// ---- refusals ----
+
+// Front ends match a refusal by its reason; the wire keeps its slug: one slug per reason, and a
+// refusal made for a reason carries that reason's kind, slug and title.
+TEST(Refusal, EachReasonHasItsOwnSlugAndTitle) {
+  std::set<std::string> slugs;
+  const auto last = static_cast<int>(RefusalReason::kInternalError);
+  for (int i = 0; i <= last; ++i) {
+    const auto reason = static_cast<RefusalReason>(i);
+    const RefusalSpec spec = RefusalSpecOf(reason);
+    EXPECT_TRUE(slugs.insert(spec.type).second) << spec.type;
+    EXPECT_FALSE(std::string(spec.title).empty()) << spec.type;
+    const Refusal made = MakeRefusal(reason, "why");
+    EXPECT_EQ(made.reason, reason);
+    EXPECT_EQ(made.kind, spec.kind);
+    EXPECT_EQ(made.type, spec.type);
+    EXPECT_EQ(made.title, spec.title);
+    EXPECT_EQ(made.detail, "why");
+  }
+  EXPECT_EQ(MakeRefusal(RefusalReason::kSessionNotFound, "").type, "session-not-found");
+  EXPECT_EQ(MakeRefusal(RefusalReason::kSessionNotFound, "").kind, RefusalKind::kNotFound);
+  EXPECT_EQ(MakeRefusal(RefusalReason::kInternalError, "").type, "internal-error");
 }
 
 }  // namespace

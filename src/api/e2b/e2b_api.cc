@@ -11,10 +11,6 @@
 namespace execbox::api::e2b {
 namespace {
 
-constexpr std::chrono::milliseconds kMonitorPeriod{100};
-// The code interpreter's and envd's keep-alive: well inside any proxy's idle timeout.
-constexpr std::chrono::seconds kKeepAlive{5};
-
 bool IsControlPath(std::string_view path) {
   for (std::string_view prefix : {std::string_view("/sandboxes"), std::string_view("/v2/sandboxes")}) {
     if (path == prefix || (path.starts_with(prefix) && path[prefix.size()] == '/')) return true;
@@ -75,19 +71,9 @@ std::optional<std::string> QueryParam(std::string_view query, std::string_view n
 }
 
 E2bApi::E2bApi(engine::Gate& gate, HttpApi& http, E2bOptions options)
-    : gate_(gate), http_(http), options_(options) {
-  monitor_ = std::thread([this] { Monitor(); });
-}
+    : gate_(gate), http_(http), options_(options) {}
 
-E2bApi::~E2bApi() {
-  CancelAll();
-  std::unique_lock lock(mu_);
-  stopping_ = true;
-  monitor_wake_.notify_all();
-  idle_.wait(lock, [this] { return threads_ == 0; });
-  lock.unlock();
-  monitor_.join();
-}
+E2bApi::~E2bApi() { calls_.Close(); }
 
 bool E2bApi::Claims(const HttpRequest& request) const {
   return IsControlPath(request.path) || !request.Header("e2b-sandbox-id").empty();
@@ -201,51 +187,12 @@ engine::Refused<engine::Result> E2bApi::RunIn(const Sandbox& sandbox, const ApiK
   engine::ExecutionRequest request{.program = std::move(program), .limits = {}, .session_id = sandbox.id};
   auto outcome = gate_.Execute(CallerOf(key), std::move(request),
                                {.transport = engine::Transport::kE2b, .peer = peer}, options);
-  if (!outcome && outcome.error().type == "session-not-found") Forget(sandbox.id);
+  if (!outcome && outcome.error().reason == engine::RefusalReason::kSessionNotFound) Forget(sandbox.id);
   return outcome;
 }
 
-void E2bApi::Spawn(std::function<void()> work) {
-  {
-    std::lock_guard lock(mu_);
-    ++threads_;
-  }
-  std::thread([this, work = std::move(work)] {
-    work();
-    std::lock_guard lock(mu_);
-    --threads_;
-    idle_.notify_all();
-  }).detach();
-}
+size_t E2bApi::InFlight() { return calls_.running(); }
 
-size_t E2bApi::InFlight() {
-  std::lock_guard lock(mu_);
-  return threads_;
-}
-
-void E2bApi::CancelAll() {
-  std::lock_guard lock(mu_);
-  for (Stream* s : streams_) s->cancel = true;
-}
-
-void E2bApi::Watch(Stream* stream, bool on) {
-  std::lock_guard lock(mu_);
-  if (on)
-    streams_.insert(stream);
-  else
-    streams_.erase(stream);
-}
-
-void E2bApi::Monitor() {
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    monitor_wake_.wait_for(lock, kMonitorPeriod);
-    for (Stream* s : streams_) {
-      if (s->exchange->ClientGone()) s->cancel = true;
-      if (s->tick) s->tick();
-      s->KeepAlive(kKeepAlive);
-    }
-  }
-}
+void E2bApi::CancelAll() { calls_.CancelAll(); }
 
 }  // namespace execbox::api::e2b

@@ -17,18 +17,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
+#include "api/common/calls.h"
 #include "api/http/http_api.h"
 #include "engine/gate.h"
 
@@ -53,7 +50,6 @@ class E2bApi final : public MountedApi {
   void CancelAll() override;
 
   struct Sandbox;  // e2b_sandbox.h
-  struct Stream;
 
  private:
   // The caller of a control-plane call (X-API-KEY, or Authorization: Bearer), or an answer sent.
@@ -106,11 +102,6 @@ class E2bApi final : public MountedApi {
                                         const engine::ExecuteOptions& options = {});
   // A program for the sandbox's session: its environment and no file collection.
   runtime::PythonProgram ProgramFor(const Sandbox& sandbox, runtime::Mode mode, std::string code);
-  // Runs `work` on its own thread, counted for InFlight and waited for at destruction.
-  void Spawn(std::function<void()> work);
-  // A stream in flight: its client watched (cancel when gone) and kept alive while silent.
-  void Watch(Stream* stream, bool on);
-  void Monitor();
 
   engine::Gate& gate_;
   HttpApi& http_;
@@ -118,12 +109,9 @@ class E2bApi final : public MountedApi {
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
-  std::condition_variable idle_;
-  size_t threads_ = 0;
-  std::set<Stream*> streams_;
-  bool stopping_ = false;
-  std::condition_variable monitor_wake_;
-  std::thread monitor_;
+  // Its executions, commands and the calls that wait for a session, each on its own thread;
+  // last, so that they end before the rest goes.
+  Calls calls_;
 };
 
 }  // namespace execbox::api::e2b

@@ -132,7 +132,7 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
   }
   if (action.empty() && method == "GET") {
-    return Spawn([this, exchange, sandbox, caller] {
+    return calls_.Spawn([this, exchange, sandbox, caller] {
       if (!gate_.SessionLimits(caller, sandbox->id)) {
         Forget(sandbox->id);
         return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
@@ -141,7 +141,7 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     });
   }
   if (action.empty() && method == "DELETE") {
-    return Spawn([this, exchange, sandbox, caller, origin] {
+    return calls_.Spawn([this, exchange, sandbox, caller, origin] {
       auto closed = gate_.CloseSession(caller, sandbox->id, origin);
       Forget(sandbox->id);
       if (!closed) return SendRefusal(*exchange, closed.error());
@@ -156,7 +156,7 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     if (!timeout) return SendError(*exchange, 400, problem.empty() ? "timeout is required" : problem);
     auto set = gate_.SetSessionLifetime(caller, sandbox->id, *timeout, origin);
     if (!set) {
-      if (set.error().type == "session-not-found") Forget(sandbox->id);
+      if (set.error().reason == engine::RefusalReason::kSessionNotFound) Forget(sandbox->id);
       return SendRefusal(*exchange, set.error());
     }
     {
@@ -202,7 +202,7 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   // Making a session forks a child: never on the I/O thread.
-  Spawn([this, exchange, sandbox, caller, origin, lifetime] {
+  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime] {
     ForgetEnded();
     auto info = gate_.CreateSession(caller, {}, origin);
     if (!info) return SendRefusal(*exchange, info.error());
@@ -248,11 +248,11 @@ void E2bApi::Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   // Each fork is the session's state copied (Sessions::Fork: the default context's globals and
   // the work dir, made inside the sandbox), each answered on its own as E2B does.
-  Spawn([this, exchange, parent, caller, origin, lifetime, count] {
+  calls_.Spawn([this, exchange, parent, caller, origin, lifetime, count] {
     nlohmann::json results = nlohmann::json::array();
     for (int64_t i = 0; i < count; ++i) {
       auto forked = gate_.ForkSession(caller, parent->id, origin);
-      if (!forked && forked.error().type == "session-not-found") {
+      if (!forked && forked.error().reason == engine::RefusalReason::kSessionNotFound) {
         Forget(parent->id);
         return SendError(*exchange, 404, "sandbox " + parent->id + " not found (it ended)");
       }
@@ -292,7 +292,7 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
   if (!sandbox) return SendError(*exchange, 404, "sandbox " + id.substr(0, 100) + " not found");
   const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
-  Spawn([this, exchange, sandbox, caller, origin, timeout] {
+  calls_.Spawn([this, exchange, sandbox, caller, origin, timeout] {
     if (!gate_.SessionLimits(caller, sandbox->id)) {
       Forget(sandbox->id);
       return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
@@ -327,7 +327,7 @@ void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
   // Every sandbox here runs; asking for paused ones only finds none.
   const bool running_wanted = state.empty() || state.find("running") != std::string::npos;
   const engine::Caller caller = CallerOf(key);
-  Spawn([this, exchange, caller, filter, limit, offset, running_wanted] {
+  calls_.Spawn([this, exchange, caller, filter, limit, offset, running_wanted] {
     std::set<std::string> live;
     for (const auto& info : gate_.ListSessions(caller)) live.insert(info.id);
     std::vector<std::shared_ptr<Sandbox>> mine;

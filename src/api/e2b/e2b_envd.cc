@@ -9,6 +9,7 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
+#include "api/http/response_stream.h"
 #include "api/mcp/json_rpc.h"
 #include "base/base64.h"
 
@@ -95,6 +96,60 @@ std::expected<nlohmann::json, RpcError> Answer(const engine::Refused<engine::Res
   return (*r.result)["data"]["application/json"];
 }
 
+// Process/Start's answer, a Connect stream of envelopes: the command's start, its output, its
+// end, then the end of the stream.
+class CommandAnswer final : public StreamedAnswer {
+ public:
+  explicit CommandAnswer(std::shared_ptr<Exchange> exchange)
+      : stream_(std::move(exchange), "application/connect+json",
+                {.bytes = Envelope(0, R"({"event":{"keepalive":{}}})"), .silence = kKeepAliveSilence}) {}
+
+  // The handle the command is known by (E2B's "pid"); set before it runs.
+  void set_handle(uint64_t handle) { handle_ = handle; }
+  // Ends the stream, with the error that ended the call, if any.
+  void End(const std::optional<RpcError>& error) {
+    stream_.Send(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
+    stream_.End();
+  }
+
+  void Started() override { stream_.Send(Event({{"start", {{"pid", handle_}}}})); }
+  void Output(jail::Stream which, std::string_view data) override {
+    stream_.Send(
+        Event({{"data", {{which == jail::Stream::kStdout ? "stdout" : "stderr", Base64Encode(data)}}}}));
+  }
+  bool Tick(std::chrono::steady_clock::time_point now) override {
+    if (stream_.client_gone()) return false;
+    stream_.Tick(now);
+    return true;
+  }
+  void Finish(engine::Refused<engine::Result> outcome) override {
+    if (!outcome) return End(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
+    const engine::Result& r = *outcome;
+    nlohmann::json end;
+    if (r.status == engine::Status::kOk && r.result && (*r.result)["data"].contains("application/json")) {
+      const int code = (*r.result)["data"]["application/json"].value("exit_code", 0);
+      end = {{"exitCode", code}, {"exited", true}, {"status", "exit status " + std::to_string(code)}};
+    } else {
+      const int code = engine::ProcessExitCode(r);
+      const std::string why =
+          r.error ? r.error->ename + ": " + r.error->evalue : engine::StatusName(r.status);
+      end = {{"exitCode", code}, {"exited", false}, {"status", engine::StatusName(r.status)}, {"error", why}};
+      // What ended the command is said where a person reads it, too.
+      stream_.Send(Event({{"data", {{"stderr", Base64Encode("execbox: " + why + "\n")}}}}));
+    }
+    stream_.Send(Event({{"end", end}}));
+    End(std::nullopt);
+  }
+
+ private:
+  static std::string Event(nlohmann::json event) {
+    return Envelope(0, Serialize({{"event", std::move(event)}}));
+  }
+
+  ResponseStream stream_;
+  uint64_t handle_ = 0;
+};
+
 }  // namespace
 
 void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
@@ -125,7 +180,7 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   if (request.method == "GET") {
     auto path = WorkDirPath(sent);
     if (!path) return SendError(*exchange, 400, path.error());
-    return Spawn([this, exchange, sandbox, caller, path = *path] {
+    return calls_.Spawn([this, exchange, sandbox, caller, path = *path] {
       auto content = gate_.ReadSessionFile(caller, sandbox->id, path, kMaxReadBytes);
       if (!content) return SendRefusal(*exchange, content.error());
       exchange->Respond(HttpResponse{
@@ -153,7 +208,7 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     if (!path) return SendError(*exchange, 400, path.error());
     paths.push_back(*path);
   }
-  Spawn([this, exchange, sandbox, caller, files = std::move(files), paths] {
+  calls_.Spawn([this, exchange, sandbox, caller, files = std::move(files), paths] {
     nlohmann::json written = nlohmann::json::array();
     for (size_t i = 0; i < files.size(); ++i) {
       auto done = gate_.WriteSessionFile(caller, sandbox->id, paths[i], files[i].content);
@@ -169,12 +224,8 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
 
 void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                           std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
-  auto stream = std::make_shared<Stream>(exchange, "application/connect+json",
-                                         Envelope(0, R"({"event":{"keepalive":{}}})"));
-  auto finish = [stream](const std::optional<RpcError>& error) {
-    stream->Send(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
-    stream->exchange->EndStream();
-  };
+  auto answer = std::make_shared<CommandAnswer>(exchange);
+  auto finish = [&answer](const std::optional<RpcError>& error) { answer->End(error); };
   auto message = FirstEnvelope(request.body);
   nlohmann::json start = message ? nlohmann::json::parse(*message, nullptr, false) : nlohmann::json();
   if (!message || !start.is_object() || !start["process"].is_object())
@@ -208,44 +259,15 @@ void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& excha
   }
   if (process.contains("cwd") && process["cwd"].is_string())
     program.cwd = AbsoluteInSandbox(process["cwd"].get<std::string>());
-  uint64_t handle = 0;
   {
     std::lock_guard lock(sandbox->mu);
-    handle = ++sandbox->commands;
+    answer->set_handle(++sandbox->commands);
   }
   engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
   auto admitted = gate_.Admit(CallerOf(key), std::move(call),
                               {.transport = engine::Transport::kE2b, .peer = request.peer});
   if (!admitted) return finish(RpcError{RpcCodeOf(admitted.error()), admitted.error().detail});
-  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
-  Spawn([this, stream, work, handle, finish] {
-    auto event = [](nlohmann::json e) { return Envelope(0, Serialize({{"event", std::move(e)}})); };
-    engine::ExecuteOptions options{.cancel = &stream->cancel};
-    options.on_started = [stream, event, handle] { stream->Send(event({{"start", {{"pid", handle}}}})); };
-    options.on_output = [stream, event](jail::Stream which, std::string_view data) {
-      stream->Send(
-          event({{"data", {{which == jail::Stream::kStdout ? "stdout" : "stderr", Base64Encode(data)}}}}));
-    };
-    Watch(stream.get(), true);
-    auto outcome = gate_.Run(std::move(*work), options);
-    Watch(stream.get(), false);
-    if (!outcome) return finish(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
-    const engine::Result& r = *outcome;
-    nlohmann::json end;
-    if (r.status == engine::Status::kOk && r.result && (*r.result)["data"].contains("application/json")) {
-      const int code = (*r.result)["data"]["application/json"].value("exit_code", 0);
-      end = {{"exitCode", code}, {"exited", true}, {"status", "exit status " + std::to_string(code)}};
-    } else {
-      const int code = engine::ProcessExitCode(r);
-      const std::string why =
-          r.error ? r.error->ename + ": " + r.error->evalue : engine::StatusName(r.status);
-      end = {{"exitCode", code}, {"exited", false}, {"status", engine::StatusName(r.status)}, {"error", why}};
-      // What ended the command is said where a person reads it, too.
-      stream->Send(event({{"data", {{"stderr", Base64Encode("execbox: " + why + "\n")}}}}));
-    }
-    stream->Send(event({{"end", end}}));
-    finish(std::nullopt);
-  });
+  calls_.Run(gate_, std::move(*admitted), std::move(answer));
 }
 
 void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
@@ -274,7 +296,7 @@ void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
   const uint32_t depth = body.contains("depth") && body["depth"].is_number_unsigned()
                              ? std::clamp<uint32_t>(body["depth"].get<uint32_t>(), 1, 16)
                              : 1;
-  Spawn([this, exchange, sandbox, key, method, path, destination, depth, peer = request.peer] {
+  calls_.Spawn([this, exchange, sandbox, key, method, path, destination, depth, peer = request.peer] {
     // The entry at `p`, from a listing of its parent (what Stat and the changes answer with).
     auto stat = [&](const std::string& p) -> std::expected<nlohmann::json, RpcError> {
       if (p == "/") return nlohmann::json{{"name", "/"}, {"type", "FILE_TYPE_DIRECTORY"}, {"path", "/"}};

@@ -7,6 +7,7 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
+#include "api/http/response_stream.h"
 #include "api/mcp/json_rpc.h"
 #include "base/random.h"
 
@@ -32,12 +33,12 @@ std::string LanguageProblem(const nlohmann::json& language) {
 // Output as E2B's kernel gives it: a message per whole line (Python writes print()'s text and
 // its newline apart), a line still open sent after kLinger without its end (a prompt, a
 // progress bar), and whatever remains at the end. Called from the output thread and the
-// monitor; what one stream has open is sent before the other stream's next text, so the order
+// ticker; what one stream has open is sent before the other stream's next text, so the order
 // of the two stays as written.
 class LineBuffer {
  public:
   static constexpr std::chrono::milliseconds kLinger{200};
-  explicit LineBuffer(E2bApi::Stream& stream) : stream_(stream) {}
+  explicit LineBuffer(ResponseStream& stream) : stream_(stream) {}
   void Add(int which, std::string_view data) {
     std::lock_guard lock(mu_);
     std::string text = WholeUtf8(carry_[which], data);
@@ -74,11 +75,83 @@ class LineBuffer {
   }
   void Send(int which, std::string text) { stream_.Send(Line(StreamMessage(which == 1, std::move(text)))); }
 
-  E2bApi::Stream& stream_;
+  ResponseStream& stream_;
   std::mutex mu_;
   std::string carry_[2], open_[2];
   std::chrono::steady_clock::time_point since_[2];
 };
+
+// /execute's answer, an NDJSON stream: the output as E2B's kernel gives it, then the lines that
+// end the execution. It starts once the execution has its slot, as E2B's does at once: the SDK's
+// timeoutMs counts from there.
+class ExecuteAnswer final : public StreamedAnswer {
+ public:
+  ExecuteAnswer(std::shared_ptr<Exchange> exchange, std::shared_ptr<E2bApi::Sandbox> sandbox,
+                std::string context, std::function<void()> forget)
+      : stream_(std::move(exchange), "application/x-ndjson",
+                {.bytes = Line({{"type", "keepalive"}}), .silence = kKeepAliveSilence}),
+        lines_(stream_),
+        sandbox_(std::move(sandbox)),
+        context_(std::move(context)),
+        forget_(std::move(forget)) {}
+
+  // An error the SDK shows, ending the stream.
+  void EndWithError(const std::string& name, const std::string& value) {
+    stream_.Send(
+        Line({{"type", "error"}, {"name", name}, {"value", value}, {"traceback", name + ": " + value}}));
+    stream_.Send(Line({{"type", "end_of_execution"}}));
+    stream_.End();
+  }
+
+  void Started() override { stream_.Start(); }
+  void Output(jail::Stream which, std::string_view data) override {
+    lines_.Add(which == jail::Stream::kStdout ? 0 : 1, data);
+  }
+  bool Tick(std::chrono::steady_clock::time_point now) override {
+    if (stream_.client_gone()) return false;
+    lines_.SendStale();
+    stream_.Tick(now);
+    return true;
+  }
+  void Finish(engine::Refused<engine::Result> outcome) override;
+
+ private:
+  ResponseStream stream_;
+  LineBuffer lines_;
+  const std::shared_ptr<E2bApi::Sandbox> sandbox_;
+  const std::string context_;
+  const std::function<void()> forget_;  // the sandbox's session has ended
+};
+
+void ExecuteAnswer::Finish(engine::Refused<engine::Result> outcome) {
+  if (!outcome) {
+    if (outcome.error().reason == engine::RefusalReason::kSessionNotFound) {
+      forget_();
+      if (!stream_.started())
+        return SendError(stream_.exchange(), 404, "sandbox " + sandbox_->id + " not found");
+    }
+    return EndWithError("Refused", outcome.error().detail);
+  }
+  lines_.SendAll();
+  const engine::Result& r = *outcome;
+  uint64_t count = 0;
+  {
+    std::lock_guard lock(sandbox_->mu);
+    if (r.session && !r.session->preserved) {
+      // The session's process ended (a limit, a crash): every context starts empty again.
+      for (auto& [id, c] : sandbox_->contexts) c.executions = 0;
+    }
+    auto it = sandbox_->contexts.find(context_);
+    if (it != sandbox_->contexts.end()) count = ++it->second.executions;
+  }
+  if (r.session && !r.session->preserved) {
+    stream_.Send(
+        Line(StreamMessage(true, "execbox: this sandbox's Python state was lost (" + r.session->lost_reason +
+                                     "); every context starts empty, files in the work dir remain\n")));
+  }
+  for (const auto& line : EndOfExecution(r, count)) stream_.Send(Line(line));
+  stream_.End();
+}
 
 }  // namespace
 
@@ -121,69 +194,23 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     program.context = NamespaceOf(context);
     program.cwd = it->second.cwd;
   }
-  auto stream = std::make_shared<Stream>(exchange, "application/x-ndjson", Line({{"type", "keepalive"}}));
-  auto end_with_error = [stream](const std::string& name, const std::string& value) {
-    stream->Send(
-        Line({{"type", "error"}, {"name", name}, {"value", value}, {"traceback", name + ": " + value}}));
-    stream->Send(Line({{"type", "end_of_execution"}}));
-    stream->exchange->EndStream();
-  };
+  auto answer =
+      std::make_shared<ExecuteAnswer>(exchange, sandbox, context, [this, id = sandbox->id] { Forget(id); });
   // Not Python: an error the SDK shows (a bare 400 would reach the caller without its reason).
   if (!IsPython(body->value("language", nlohmann::json())))
-    return end_with_error("UnsupportedLanguage", LanguageProblem((*body)["language"]));
+    return answer->EndWithError("UnsupportedLanguage", LanguageProblem((*body)["language"]));
 
   engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
   auto admitted = gate_.Admit(CallerOf(key), std::move(call),
                               {.transport = engine::Transport::kE2b, .peer = request.peer});
   if (!admitted) {
-    if (admitted.error().type == "session-not-found") {
+    if (admitted.error().reason == engine::RefusalReason::kSessionNotFound) {
       Forget(sandbox->id);
       return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
     }
-    return end_with_error("Refused", admitted.error().detail);
+    return answer->EndWithError("Refused", admitted.error().detail);
   }
-  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
-  Spawn([this, stream, sandbox, work, context, end_with_error] {
-    auto lines = std::make_shared<LineBuffer>(*stream);
-    engine::ExecuteOptions options{.cancel = &stream->cancel};
-    // The answer starts once the execution has its slot, as E2B's does at once: the SDK's
-    // timeoutMs counts from there.
-    options.on_started = [stream] { stream->Start(); };
-    options.on_output = [lines](jail::Stream which, std::string_view data) {
-      lines->Add(which == jail::Stream::kStdout ? 0 : 1, data);
-    };
-    stream->tick = [lines] { lines->SendStale(); };
-    Watch(stream.get(), true);
-    auto outcome = gate_.Run(std::move(*work), options);
-    Watch(stream.get(), false);
-    if (!outcome) {
-      if (outcome.error().type == "session-not-found") {
-        Forget(sandbox->id);
-        if (!stream->started())
-          return SendError(*stream->exchange, 404, "sandbox " + sandbox->id + " not found");
-      }
-      return end_with_error("Refused", outcome.error().detail);
-    }
-    lines->SendAll();
-    const engine::Result& r = *outcome;
-    uint64_t count = 0;
-    {
-      std::lock_guard lock(sandbox->mu);
-      if (r.session && !r.session->preserved) {
-        // The session's process ended (a limit, a crash): every context starts empty again.
-        for (auto& [id, c] : sandbox->contexts) c.executions = 0;
-      }
-      auto it = sandbox->contexts.find(context);
-      if (it != sandbox->contexts.end()) count = ++it->second.executions;
-    }
-    if (r.session && !r.session->preserved) {
-      stream->Send(Line(
-          StreamMessage(true, "execbox: this sandbox's Python state was lost (" + r.session->lost_reason +
-                                  "); every context starts empty, files in the work dir remain\n")));
-    }
-    for (const auto& line : EndOfExecution(r, count)) stream->Send(Line(line));
-    stream->exchange->EndStream();
-  });
+  calls_.Run(gate_, std::move(*admitted), std::move(answer));
 }
 
 void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
@@ -231,7 +258,7 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   if (!restart && id == kDefaultContext)
     return SendError(*exchange, 400, "the default context cannot be removed; restart it to empty it");
   // The namespace is dropped inside the session, after whatever runs there now.
-  Spawn([this, exchange, sandbox, key, id, restart, peer = request.peer] {
+  calls_.Spawn([this, exchange, sandbox, key, id, restart, peer = request.peer] {
     auto program = ProgramFor(*sandbox, runtime::Mode::kDropContext, "");
     program.context = NamespaceOf(id);
     auto dropped = RunIn(*sandbox, key, std::move(program), peer);

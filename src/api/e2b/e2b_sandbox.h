@@ -1,10 +1,8 @@
-// Inside the E2B front end (e2b_*.cc): a sandbox as it keeps one, a stream in flight, and the
-// answers its three parts share. Not for anyone else.
+// Inside the E2B front end (e2b_*.cc): a sandbox as it keeps one, and the answers its three parts
+// share. Not for anyone else.
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -44,54 +42,9 @@ inline std::string NamespaceOf(const std::string& context) {
   return context == kDefaultContext ? "" : context;
 }
 
-// A streamed answer (NDJSON from /execute, Connect envelopes from Process/Start): writes from
-// the execution's output thread and the keep-alive never interleave, and the stream starts
-// with the first write so that a refusal before it is still an ordinary answer.
-struct E2bApi::Stream {
-  Stream(std::shared_ptr<Exchange> e, std::string type, std::string keep)
-      : exchange(std::move(e)), content_type(std::move(type)), keepalive(std::move(keep)) {}
-  const std::shared_ptr<Exchange> exchange;
-  const std::string content_type;
-  const std::string keepalive;  // sent after a silence
-  std::atomic<bool> cancel{false};
-
-  void Send(const std::string& data) {
-    std::lock_guard lock(mu_);
-    StartLocked();
-    exchange->Write(data);
-    last_write_ = std::chrono::steady_clock::now();
-  }
-  void Start() {
-    std::lock_guard lock(mu_);
-    StartLocked();
-  }
-  // The keep-alive, if the stream started and has been silent this long.
-  void KeepAlive(std::chrono::steady_clock::duration silence) {
-    std::lock_guard lock(mu_);
-    if (started_ && std::chrono::steady_clock::now() - last_write_ > silence) {
-      exchange->Write(keepalive);
-      last_write_ = std::chrono::steady_clock::now();
-    }
-  }
-  // Called by the monitor every ~100 ms while the stream is watched (may be empty): sends what
-  // waited for the end of its line too long.
-  std::function<void()> tick;
-  bool started() {
-    std::lock_guard lock(mu_);
-    return started_;
-  }
-
- private:
-  void StartLocked() {
-    if (started_) return;
-    exchange->StartStream(200, content_type, {});
-    started_ = true;
-    last_write_ = std::chrono::steady_clock::now();
-  }
-  std::mutex mu_;
-  bool started_ = false;
-  std::chrono::steady_clock::time_point last_write_;
-};
+// The code interpreter's and envd's keep-alive: well inside any proxy's idle timeout; sent once
+// a stream has started (a refusal before it is still an ordinary answer).
+inline constexpr std::chrono::seconds kKeepAliveSilence{5};
 
 // E2B's error body, {"code": status, "message"}, with that status.
 void SendError(Exchange& exchange, int status, const std::string& message);

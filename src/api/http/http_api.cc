@@ -3,16 +3,12 @@
 #include <unistd.h>
 
 #include "api/http/http_problems.h"
-#include "api/http/http_running.h"
 #include "api/http/openapi.h"
 #include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {
 namespace {
-
-constexpr std::chrono::milliseconds kMonitorPeriod{100};
-constexpr std::chrono::seconds kHeartbeat{10};
 
 Problem NotFound(std::string_view path) {
   return Problem{.status = 404,
@@ -33,18 +29,11 @@ HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string ver
   mcp_ = std::make_unique<McpHttp>(
       gate_, version_,
       McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
-  monitor_ = std::thread([this] { Monitor(); });
 }
 
 HttpApi::~HttpApi() {
   Drain(std::chrono::milliseconds(0));
   mcp_.reset();
-  {
-    std::lock_guard lock(mu_);
-    stop_monitor_ = true;
-  }
-  monitor_wake_.notify_all();
-  monitor_.join();
 }
 
 void HttpApi::Respond(Exchange& exchange, HttpResponse response) { exchange.Respond(std::move(response)); }
@@ -103,18 +92,16 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 
   if (path == "/metrics") {
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
-    Gauges gauges{.running = gate_.running(), .queued = gate_.queued()};
-    if (auto* pool = gate_.engine().pool()) {
-      auto stats = pool->Stats();
-      gauges.warm_workers = stats.warm_workers;
-      gauges.prepared_children = stats.prepared;
-      gauges.children_ended = stats.children_ended;
-      gauges.zygote_cpu_ns = stats.zygote_cpu_ns;
-      gauges.child_setup_cpu_ns = stats.child_setup_ns;
-      gauges.child_execution_cpu_ns = stats.child_execution_ns;
-      gauges.child_exit_cpu_ns = stats.child_exit_ns;
-    }
-    if (auto* sessions = gate_.engine().sessions()) gauges.sessions = sessions->size();
+    const engine::GateStats stats = gate_.Stats();
+    Gauges gauges{.running = stats.running, .queued = stats.queued};
+    gauges.warm_workers = stats.pool.warm_workers;
+    gauges.prepared_children = stats.pool.prepared;
+    gauges.children_ended = stats.pool.children_ended;
+    gauges.zygote_cpu_ns = stats.pool.zygote_cpu_ns;
+    gauges.child_setup_cpu_ns = stats.pool.child_setup_ns;
+    gauges.child_execution_cpu_ns = stats.pool.child_execution_ns;
+    gauges.child_exit_cpu_ns = stats.pool.child_exit_ns;
+    gauges.sessions = stats.sessions;
     if (connection_count_) gauges.connections = connection_count_();
     return Respond(*exchange, HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
                                            .body = metrics_.Render(gauges)});
@@ -126,7 +113,7 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   if (path == "/v1/packages") {
     if (method != "GET") return Fail(*exchange, MethodNotAllowed(method, "GET"));
     // The first call lists them in a sandbox: not on the I/O thread.
-    return Spawn([this, exchange] {
+    return calls_.Spawn([this, exchange] {
       auto catalog = gate_.Packages();
       if (!catalog) return exchange->Respond(ProblemResponse(ProblemOf(catalog.error())));
       Respond(*exchange, HttpResponse{.body = Serialize(engine::ToJson(*catalog))});
@@ -148,9 +135,9 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
 }
 
 void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
-  size_t warm = 0;
-  if (auto* pool = gate_.engine().pool()) warm = pool->Stats().warm_workers;
-  bool ready = !shutting_down_ && (warm > 0 || !gate_.engine().warm());
+  const engine::GateStats stats = gate_.Stats();
+  const size_t warm = stats.pool.warm_workers;
+  bool ready = !shutting_down_ && (warm > 0 || !stats.warm);
   if (!ready) {
     return Fail(*exchange,
                 Problem{.status = 503,
@@ -160,7 +147,7 @@ void HttpApi::Ready(std::shared_ptr<Exchange>& exchange) {
                         .headers = {{"Retry-After", "1"}}});
   }
   nlohmann::json body = {
-      {"status", "ready"}, {"engine", gate_.engine().warm() ? "warm" : "cold"}, {"warm_workers", warm}};
+      {"status", "ready"}, {"engine", stats.warm ? "warm" : "cold"}, {"warm_workers", warm}};
   Respond(*exchange, HttpResponse{.body = Serialize(body)});
 }
 
@@ -175,45 +162,17 @@ void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, con
   Run(std::move(*admitted), exchange, false);
 }
 
-void HttpApi::Spawn(std::function<void()> work) {
-  {
-    std::lock_guard lock(mu_);
-    ++threads_;
-  }
-  std::thread([this, work = std::move(work)] {
-    work();
-    std::lock_guard lock(mu_);
-    --threads_;
-    idle_.notify_all();
-  }).detach();
-}
-
 size_t HttpApi::in_flight() {
-  size_t mcp = (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
-  std::lock_guard lock(mu_);
-  return threads_ + mcp;
-}
-
-void HttpApi::Monitor() {
-  std::unique_lock lock(mu_);
-  while (!stop_monitor_) {
-    monitor_wake_.wait_for(lock, kMonitorPeriod);
-    auto now = std::chrono::steady_clock::now();
-    for (Running* r : running_) {
-      if (r->exchange->ClientGone()) r->cancel = true;
-      if (r->streaming && now - r->last_write.load() > kHeartbeat) r->Send(": heartbeat\n\n");
-    }
-  }
+  size_t others = (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
+  return calls_.running() + others;
 }
 
 void HttpApi::Drain(std::chrono::milliseconds grace) {
   shutting_down_ = true;
   gate_.Close();
   auto deadline = std::chrono::steady_clock::now() + grace;
-  std::unique_lock lock(mu_);
-  idle_.wait_until(lock, deadline, [this] { return threads_ == 0; });
-  // MCP tool calls run on McpHttp's threads: the same grace, then cancelled.
-  lock.unlock();
+  calls_.WaitIdle(deadline);
+  // MCP tool calls and a mounted API's run on their own Calls: the same grace, then cancelled.
   auto others_in_flight = [this] {
     return (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
   };
@@ -222,11 +181,10 @@ void HttpApi::Drain(std::chrono::milliseconds grace) {
   }
   if (mcp_) mcp_->CancelAll();
   if (mounted_ != nullptr) mounted_->CancelAll();
-  lock.lock();
-  for (Running* r : running_) r->cancel = true;
+  calls_.CancelAll();
   // A cancelled execution ends within ~100 ms; a session restart or a file transfer may take a
   // few seconds more.
-  idle_.wait_for(lock, std::chrono::seconds(30), [this] { return threads_ == 0; });
+  calls_.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(30));
 }
 
 }  // namespace execbox::api

@@ -7,14 +7,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <map>
+#include <functional>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
+#include "api/common/calls.h"
 #include "api/http/auth.h"
 #include "api/http/config.h"
 #include "api/http/execute_request.h"
@@ -63,9 +61,6 @@ class HttpApi {
   void Drain(std::chrono::milliseconds grace);
   size_t in_flight();
 
-  // One execution in flight (defined in http_execute.cc).
-  struct Running;
-
  private:
   void Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key);
   void Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key,
@@ -80,9 +75,6 @@ class HttpApi {
   void Ready(std::shared_ptr<Exchange>& exchange);
   void Respond(Exchange& exchange, HttpResponse response);
   void Fail(Exchange& exchange, const Problem& problem);
-  // Runs `work` on its own thread, counted for Drain.
-  void Spawn(std::function<void()> work);
-  void Monitor();
 
   engine::Gate& gate_;
   ServerConfig config_;
@@ -94,14 +86,8 @@ class HttpApi {
   MountedApi* mounted_ = nullptr;
   std::function<size_t()> connection_count_;
   std::atomic<bool> shutting_down_{false};
-
-  std::mutex mu_;
-  std::condition_variable idle_;
-  size_t threads_ = 0;
-  std::set<Running*> running_;
-  bool stop_monitor_ = false;
-  std::condition_variable monitor_wake_;
-  std::thread monitor_;
+  // Executions and session calls, each on its own thread; last, so that they end first.
+  Calls calls_;
 };
 
 }  // namespace execbox::api

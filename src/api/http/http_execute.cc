@@ -5,8 +5,8 @@
 
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
-#include "api/http/http_running.h"
 #include "api/http/http_wire.h"
+#include "api/http/response_stream.h"
 #include "api/mcp/json_rpc.h"
 #include "engine/result_json.h"
 
@@ -20,6 +20,58 @@ std::string Event(std::string_view name, const nlohmann::json& data) {
 bool WantsEventStream(const HttpRequest& request) {
   return request.Header("accept").find("text/event-stream") != std::string_view::npos;
 }
+
+// One execution behind the HTTP API: its Result as JSON, or its events as SSE (the stream starts
+// once the execution has its slot, or with a heartbeat while it waits). Its client going away
+// cancels it.
+class HttpExecution final : public StreamedAnswer {
+ public:
+  HttpExecution(std::shared_ptr<Exchange> exchange, bool sse)
+      : exchange_(exchange),
+        sse_(sse),
+        stream_(std::move(exchange), "text/event-stream",
+                {.bytes = ": heartbeat\n\n", .silence = kHeartbeat, .before_start = true}) {}
+
+  void Started() override {
+    if (sse_) stream_.Start();
+  }
+  void Output(jail::Stream stream, std::string_view data) override {
+    if (!sse_) return;
+    int i = stream == jail::Stream::kStdout ? 0 : 1;
+    std::string text = WholeUtf8(carry_[i], data);
+    if (!text.empty()) stream_.Send(Event(i == 0 ? "stdout" : "stderr", {{"text", text}}));
+  }
+  bool Tick(std::chrono::steady_clock::time_point now) override {
+    if (exchange_->ClientGone()) return false;
+    if (sse_) stream_.Tick(now);
+    return true;
+  }
+  void Finish(engine::Refused<engine::Result> outcome) override {
+    if (!outcome) {
+      Problem problem = ProblemOf(outcome.error());
+      if (!stream_.started()) return exchange_->Respond(ProblemResponse(problem));
+      stream_.Send(Event("error", nlohmann::json::parse(ProblemResponse(problem).body)));
+      return stream_.End();
+    }
+    nlohmann::json json = engine::ToJson(*outcome);
+    if (!sse_) return exchange_->Respond(HttpResponse{.body = engine::Dump(json)});
+    for (int i = 0; i < 2; ++i) {
+      if (!carry_[i].empty()) stream_.Send(Event(i == 0 ? "stdout" : "stderr", {{"text", carry_[i]}}));
+    }
+    // Figures and display() outputs arrive with the agent's report, when the cell ends.
+    for (const auto& item : json.value("display", nlohmann::json::array()))
+      stream_.Send(Event("display", item));
+    stream_.Send(Event("result", json));
+    stream_.End();
+  }
+
+ private:
+  static constexpr std::chrono::seconds kHeartbeat{10};
+  const std::shared_ptr<Exchange> exchange_;
+  const bool sse_;
+  ResponseStream stream_;
+  std::string carry_[2];  // the output thread's only
+};
 
 }  // namespace
 
@@ -36,45 +88,7 @@ void HttpApi::Execute(HttpRequest request, std::shared_ptr<Exchange> exchange, c
 }
 
 void HttpApi::Run(engine::Admitted admitted, std::shared_ptr<Exchange> exchange, bool sse) {
-  auto work = std::make_shared<engine::Admitted>(std::move(admitted));
-  Spawn([this, exchange, sse, work] {
-    auto running = std::make_shared<Running>(exchange, sse);
-    std::string carry[2];
-    engine::ExecuteOptions options{.cancel = &running->cancel};
-    if (sse) {
-      options.on_started = [running] { running->Start(); };
-      options.on_output = [running, &carry](jail::Stream stream, std::string_view data) {
-        int i = stream == jail::Stream::kStdout ? 0 : 1;
-        std::string text = WholeUtf8(carry[i], data);
-        if (!text.empty()) running->Send(Event(i == 0 ? "stdout" : "stderr", {{"text", text}}));
-      };
-    }
-    {
-      std::lock_guard lock(mu_);
-      running_.insert(running.get());
-    }
-    auto outcome = gate_.Run(std::move(*work), options);
-    {
-      std::lock_guard lock(mu_);
-      running_.erase(running.get());
-    }
-    if (!outcome) {
-      Problem problem = ProblemOf(outcome.error());
-      if (!running->started()) return exchange->Respond(ProblemResponse(problem));
-      running->Send(Event("error", nlohmann::json::parse(ProblemResponse(problem).body)));
-      return exchange->EndStream();
-    }
-    nlohmann::json json = engine::ToJson(*outcome);
-    if (!sse) return exchange->Respond(HttpResponse{.body = engine::Dump(json)});
-    for (int i = 0; i < 2; ++i) {
-      if (!carry[i].empty()) running->Send(Event(i == 0 ? "stdout" : "stderr", {{"text", carry[i]}}));
-    }
-    // Figures and display() outputs arrive with the agent's report, when the cell ends.
-    for (const auto& item : json.value("display", nlohmann::json::array()))
-      running->Send(Event("display", item));
-    running->Send(Event("result", json));
-    exchange->EndStream();
-  });
+  calls_.Run(gate_, std::move(admitted), std::make_shared<HttpExecution>(std::move(exchange), sse));
 }
 
 }  // namespace execbox::api

@@ -51,7 +51,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   // Session calls wait for the session's running execution (or make a child): never on the I/O thread.
   if (rest.empty() || rest == "/") {
     if (method == "GET") {
-      return Spawn([this, exchange, caller] {
+      return calls_.Spawn([this, exchange, caller] {
         nlohmann::json list = nlohmann::json::array();
         for (const auto& info : gate_.ListSessions(caller)) list.push_back(SessionJson(info));
         Respond(*exchange, JsonResponse(200, {{"sessions", list}}));
@@ -60,7 +60,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "GET, POST"));
     auto body = ParseSessionBody(request.body);
     if (!body) return Fail(*exchange, body.error());
-    return Spawn([this, exchange, caller, origin, body = std::move(*body)]() mutable {
+    return calls_.Spawn([this, exchange, caller, origin, body = std::move(*body)]() mutable {
       const bool asked_packages = !body.packages.empty();
       auto created =
           gate_.CreateSession(caller, body.limits, origin, body.checkpoint, std::move(body.packages));
@@ -73,7 +73,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
 
   if (rest == "/import") {
     if (method != "POST") return Fail(*exchange, MethodNotAllowed(method, "POST"));
-    return Spawn([this, exchange, caller, origin, body = std::move(request.body)] {
+    return calls_.Spawn([this, exchange, caller, origin, body = std::move(request.body)] {
       auto imported = gate_.ImportSession(caller, body, origin);
       if (!imported) return exchange->Respond(ProblemResponse(ProblemOf(imported.error())));
       nlohmann::json out = SessionJson(imported->info);
@@ -91,14 +91,14 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   auto not_allowed = [&](const std::string& allow) { Fail(*exchange, MethodNotAllowed(method, allow)); };
   if (action.empty()) {
     if (method == "GET") {
-      return Spawn([this, exchange, caller, id] {
+      return calls_.Spawn([this, exchange, caller, id] {
         auto info = gate_.Session(caller, id);
         if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
         Respond(*exchange, JsonResponse(200, SessionJson(*info)));
       });
     }
     if (method == "DELETE") {
-      return Spawn([this, exchange, caller, origin, id] {
+      return calls_.Spawn([this, exchange, caller, origin, id] {
         auto closed = gate_.CloseSession(caller, id, origin);
         if (!closed) return exchange->Respond(ProblemResponse(ProblemOf(closed.error())));
         Respond(*exchange, HttpResponse{.status = 204, .content_type = ""});
@@ -113,7 +113,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   if (action == "/fork" || action == "/undo") {
     if (method != "POST") return not_allowed("POST");
     const bool fork = action == "/fork";
-    return Spawn([this, exchange, caller, origin, id, fork] {
+    return calls_.Spawn([this, exchange, caller, origin, id, fork] {
       auto copied = fork ? gate_.ForkSession(caller, id, origin) : gate_.UndoSession(caller, id, origin);
       if (!copied) return exchange->Respond(ProblemResponse(ProblemOf(copied.error())));
       nlohmann::json body = SessionJson(copied->info);
@@ -123,7 +123,7 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
   }
   if (action == "/snapshot") {
     if (method != "GET") return not_allowed("GET");
-    return Spawn([this, exchange, caller, origin, id] {
+    return calls_.Spawn([this, exchange, caller, origin, id] {
       auto exported = gate_.ExportSession(caller, id, origin);
       if (!exported) return exchange->Respond(ProblemResponse(ProblemOf(exported.error())));
       // What the snapshot could not hold, by name and type (ASCII JSON: a header value), as
@@ -167,7 +167,7 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
                                      .detail = "the file is larger than the largest work dir (" +
                                                std::to_string(largest) + " bytes)"});
     }
-    return Spawn(
+    return calls_.Spawn(
         [this, exchange, caller, id, file = std::move(*path), body = std::move(request.body)]() mutable {
           auto written = gate_.WriteSessionFile(caller, id, file, std::move(body));
           if (!written) return Fail(*exchange, ProblemOf(written.error()));
@@ -175,7 +175,7 @@ void HttpApi::SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exch
         });
   }
   if (request.method == "GET" || request.method == "HEAD") {
-    return Spawn([this, exchange, caller, id, file = std::move(*path)] {
+    return calls_.Spawn([this, exchange, caller, id, file = std::move(*path)] {
       auto content = gate_.ReadSessionFile(caller, id, file, kMaxDownloadBytes);
       if (!content) return Fail(*exchange, ProblemOf(content.error()));
       Respond(*exchange,

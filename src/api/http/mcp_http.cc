@@ -23,8 +23,8 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// How often the watcher looks for clients gone away and idle sessions; how long an SSE stream
-// may stay silent before a comment line keeps it (and the proxies on its way) alive.
+// How often the watcher looks for idle sessions; how long an SSE stream may stay silent before
+// a comment line keeps it (and the proxies on its way) alive.
 constexpr auto kWatchPeriod = std::chrono::milliseconds(200);
 constexpr auto kKeepAlive = std::chrono::seconds(15);
 
@@ -56,7 +56,6 @@ struct Pending {
   const std::shared_ptr<Exchange> exchange;
   const bool json_allowed;  // a whole reply may go as application/json (not for tools/call)
   std::atomic<bool> write_failed{false};
-  bool cancel_sent = false;  // guarded by the session's mutex
 
   std::mutex mu;  // the rest
   bool streaming = false;
@@ -98,6 +97,26 @@ struct Session {
     }
   }
 
+  // McpServer's watch of a running tools/call: whether the client that asked is still there
+  // (a stream whose client went away: nobody can receive the result, as there is no resumption,
+  // so the call stops), and a comment line on a stream silent for long.
+  bool Watch(const json& request_id, Clock::time_point now) {
+    std::shared_ptr<Pending> pending;
+    {
+      std::lock_guard lock(mu);
+      auto it = requests.find(request_id.dump());
+      if (it == requests.end()) return true;  // answered already
+      pending = it->second;
+    }
+    if (pending->write_failed || pending->exchange->ClientGone()) return false;
+    std::lock_guard lock(pending->mu);
+    if (pending->streaming && !pending->ended && now - pending->last_write >= kKeepAlive) {
+      if (!pending->exchange->Write(": keep-alive\n\n")) pending->write_failed = true;
+      pending->last_write = now;
+    }
+    return true;
+  }
+
   const std::string id;
   const std::string key_id;
 
@@ -137,6 +156,8 @@ struct McpHttp::State {
   engine::Gate& gate;
   const std::string version;
   const McpHttpOptions options;
+  // Every MCP session's tool calls; destroyed after the sessions, whose servers wait for theirs.
+  Calls calls;
 
   mutable std::mutex mu;
   std::map<std::string, std::shared_ptr<Session>> sessions;
@@ -272,9 +293,13 @@ std::shared_ptr<Session> McpHttp::State::CreateSession(const ApiKey& key, const 
   auto session = std::make_shared<Session>(id, key_id);
   // The MCP session's tool calls are the key's, through the same gate as its /v1 requests.
   session->server = std::make_unique<McpServer>(
-      gate, CallerOf(key), engine::Origin{.transport = engine::Transport::kMcpHttp, .peer = peer}, version,
+      gate, calls, CallerOf(key), engine::Origin{.transport = engine::Transport::kMcpHttp, .peer = peer},
+      version,
       [s = session.get()](const json& request_id, const std::string& line, bool last) {
         s->Deliver(request_id, line, last);
+      },
+      [s = session.get()](const json& request_id, Clock::time_point now) {
+        return s->Watch(request_id, now);
       });
   std::lock_guard lock(mu);
   if (sessions.size() >= options.max_sessions) {
@@ -489,7 +514,6 @@ void McpHttp::State::Watch(std::stop_token stop) {
     }
     if (stop.stop_requested()) break;
     const auto now = Clock::now();
-    std::vector<std::shared_ptr<Session>> live;
     std::vector<std::shared_ptr<Session>> dead;
     {
       std::lock_guard lock(mu);
@@ -498,36 +522,10 @@ void McpHttp::State::Watch(std::stop_token stop) {
           Retire(it->second);
           it = sessions.erase(it);
         } else {
-          live.push_back(it->second);
           ++it;
         }
       }
       dead.swap(retired);
-    }
-    // Streams whose client went away: nobody can receive the result (there is no resumption),
-    // so the execution stops. Streams silent for long: a comment line keeps them open.
-    for (auto& session : live) {
-      std::vector<json> gone;
-      std::vector<std::shared_ptr<Pending>> quiet;
-      {
-        std::lock_guard lock(session->mu);
-        for (auto& [key, pending] : session->requests) {
-          if (!pending->cancel_sent && (pending->write_failed || pending->exchange->ClientGone())) {
-            pending->cancel_sent = true;
-            gone.push_back(json::parse(key));
-          } else {
-            quiet.push_back(pending);
-          }
-        }
-      }
-      for (const auto& id : gone) session->server->CancelRequest(id);
-      for (auto& pending : quiet) {
-        std::lock_guard lock(pending->mu);
-        if (pending->streaming && !pending->ended && now - pending->last_write >= kKeepAlive) {
-          if (!pending->exchange->Write(": keep-alive\n\n")) pending->write_failed = true;
-          pending->last_write = now;
-        }
-      }
     }
     dead.clear();  // each McpServer waits for its (cancelled) calls to finish
   }

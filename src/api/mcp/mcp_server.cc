@@ -1,8 +1,6 @@
 #include "api/mcp/mcp_server.h"
 
 #include <chrono>
-#include <stop_token>
-#include <thread>
 #include <utility>
 
 #include "api/mcp/json_rpc.h"
@@ -23,41 +21,55 @@ bool ValidId(const json& id) { return id.is_string() || id.is_number_integer(); 
 
 std::string Key(const json& id) { return id.dump(); }
 
-// Ticks a progress notification about once a second until destroyed, so a client with a
-// progressToken sees that a long execution is alive (and may reset its request timeout).
-class ProgressTicker {
+}  // namespace
+
+// One tools/call while it runs: an execution streamed to its reply, or a session tool's work.
+// Each tick it sends a progress notification about once a second, when the client gave a
+// progressToken (so a long execution is seen alive and its request timeout may be reset), and
+// asks the transport whether its client is still there.
+class McpServer::ToolCall final : public StreamedAnswer {
  public:
-  ProgressTicker(const json& token, std::function<void(const json&)> send) {
-    if (token.is_null()) return;
-    thread_ = std::jthread([token, send = std::move(send)](std::stop_token stop) {
-      std::mutex mu;
-      std::condition_variable_any cv;
-      auto start = std::chrono::steady_clock::now();
-      for (int progress = 1;; ++progress) {
-        std::unique_lock lock(mu);
-        cv.wait_until(lock, stop, start + std::chrono::seconds(progress), [] { return false; });
-        if (stop.stop_requested()) return;
-        send(MakeNotification("notifications/progress",
-                              {{"progressToken", token},
-                               {"progress", progress},
-                               {"message", "running, " + std::to_string(progress) + " s"}}));
-      }
-    });
+  ToolCall(McpServer& server, json id, json progress_token)
+      : server_(server), id_(std::move(id)), progress_token_(std::move(progress_token)) {}
+
+  bool Tick(std::chrono::steady_clock::time_point now) override {
+    if (!progress_token_.is_null() && now >= start_ + std::chrono::seconds(progress_ + 1)) {
+      ++progress_;
+      server_.Send(MakeNotification("notifications/progress",
+                                    {{"progressToken", progress_token_},
+                                     {"progress", progress_},
+                                     {"message", "running, " + std::to_string(progress_) + " s"}}),
+                   id_, /*last=*/false);
+    }
+    return !server_.watch_ || server_.watch_(id_, now);
+  }
+  void Finish(engine::Refused<engine::Result> outcome) override {
+    json result;
+    try {
+      result = outcome ? ExecutionToolResult(*outcome) : RefusalToolResult(outcome.error());
+    } catch (const std::exception& e) {
+      result = ToolError(std::string("internal error: ") + e.what());
+    }
+    server_.Finish(id_, *this, std::move(result));
   }
 
  private:
-  std::jthread thread_;
+  McpServer& server_;
+  const json id_;
+  const json progress_token_;  // null: no progress notifications
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  int progress_ = 0;  // the ticker's only
 };
 
-}  // namespace
-
-McpServer::McpServer(engine::Gate& gate, engine::Caller caller, engine::Origin origin, std::string version,
-                     McpWrite write)
+McpServer::McpServer(engine::Gate& gate, Calls& calls, engine::Caller caller, engine::Origin origin,
+                     std::string version, McpWrite write, McpWatch watch)
     : gate_(gate),
+      calls_(calls),
       caller_(std::move(caller)),
       origin_(std::move(origin)),
       version_(std::move(version)),
-      write_(std::move(write)) {}
+      write_(std::move(write)),
+      watch_(std::move(watch)) {}
 
 McpServer::~McpServer() {
   Drain();
@@ -134,11 +146,7 @@ void McpServer::Dispatch(const json& message) {
   } else if (method == "tools/list") {
     // Listed when the server started (serve, mcp); never run here, on the caller's thread.
     auto packages = gate_.ListedPackages();
-    std::optional<std::vector<std::string>> wheels;
-    if (const std::string& dir = gate_.engine().wheelhouse(); !dir.empty()) {
-      wheels.emplace();
-      for (const auto& w : engine::ListWheelhouse(dir)) wheels->push_back(w.name);
-    }
+    const std::optional<std::vector<std::string>> wheels = gate_.WheelNames();
     Send(MakeResult(id, {{"tools", ToolDefinitions(
                                        gate_.limits(),
                                        packages ? engine::ModuleNames(*packages) : std::vector<std::string>{},
@@ -172,13 +180,13 @@ void McpServer::Cancel(const json& params) {
 
 void McpServer::CancelRequest(const json& request_id) {
   std::lock_guard lock(calls_mu_);
-  if (auto it = calls_.find(Key(request_id)); it != calls_.end()) it->second->cancel = true;
+  if (auto it = by_id_.find(Key(request_id)); it != by_id_.end()) it->second->Cancel();
 }
 
 void McpServer::CancelAll() {
   std::lock_guard lock(calls_mu_);
   cancel_all_ = true;
-  for (auto& [key, call] : calls_) call->cancel = true;
+  for (auto& [key, call] : by_id_) call->Cancel();
 }
 
 void McpServer::StartToolCall(const json& id, const json& params) {
@@ -203,13 +211,15 @@ void McpServer::StartToolCall(const json& id, const json& params) {
   if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken")) {
     progress_token = params["_meta"]["progressToken"];
   }
-  auto call = std::make_shared<Call>();
+  // Progress is told of executions only: the session tools end within seconds.
+  auto call =
+      std::make_shared<ToolCall>(*this, id, tool == "execute_python" ? progress_token : json(nullptr));
   bool in_use = false;
   {
     std::lock_guard lock(calls_mu_);
-    in_use = !calls_.emplace(Key(id), call).second;
+    in_use = !by_id_.emplace(Key(id), call).second;
     if (!in_use) {
-      call->cancel = cancel_all_;
+      if (cancel_all_) call->Cancel();
       ++running_;
     }
   }
@@ -218,47 +228,38 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     return;
   }
   if (tool != "execute_python") {
-    std::thread([this, id, tool, arguments, call] {
-      json result;
-      try {
-        result = SessionTool(tool, arguments);
-      } catch (const std::exception& e) {
-        result = ToolError(std::string("internal error: ") + e.what());
-      }
-      Finish(id, call, std::move(result));
-    }).detach();
+    auto result = std::make_shared<json>();
+    calls_.Spawn(
+        call,
+        [this, tool, arguments, result] {
+          try {
+            *result = SessionTool(tool, arguments);
+          } catch (const std::exception& e) {
+            *result = ToolError(std::string("internal error: ") + e.what());
+          }
+        },
+        [this, id, call, result] { Finish(id, *call, std::move(*result)); });
     return;
   }
   // Bad arguments and refusals are tool errors, not protocol errors (MCP 2025-11-25): the model
   // can act on them. Both are decided here, before a thread exists for the call.
   auto request = ParseExecuteArguments(arguments);
-  if (!request) return Finish(id, call, RefusalToolResult(request.error()));
+  if (!request) return Finish(id, *call, RefusalToolResult(request.error()));
   auto admitted = gate_.Admit(caller_, std::move(*request), origin_);
-  if (!admitted) return Finish(id, call, RefusalToolResult(admitted.error()));
-  auto work = std::make_shared<engine::Admitted>(std::move(*admitted));
-  std::thread([this, id, progress_token, call, work] {
-    json result;
-    try {
-      ProgressTicker ticker(progress_token, [this, id](const json& m) { Send(m, id, /*last=*/false); });
-      auto outcome = gate_.Run(std::move(*work), engine::ExecuteOptions{.cancel = &call->cancel});
-      result = outcome ? ExecutionToolResult(*outcome) : RefusalToolResult(outcome.error());
-    } catch (const std::exception& e) {
-      result = ToolError(std::string("internal error: ") + e.what());
-    }
-    Finish(id, call, std::move(result));
-  }).detach();
+  if (!admitted) return Finish(id, *call, RefusalToolResult(admitted.error()));
+  calls_.Run(gate_, std::move(*admitted), call);
 }
 
-void McpServer::Finish(const json& id, const std::shared_ptr<Call>& call, json result) {
+void McpServer::Finish(const json& id, const Call& call, json result) {
   {
     // Out of the map first: from here a cancellation cannot arrive, and the id is free again
     // by the time the client has the reply.
     std::lock_guard lock(calls_mu_);
-    calls_.erase(Key(id));
+    by_id_.erase(Key(id));
   }
   // A cancelled request gets no reply (the client has stopped waiting for it), only the
   // transport's note that the request is over.
-  Send(call->cancel ? json(nullptr) : MakeResult(id, std::move(result)), id);
+  Send(call.cancelled() ? json(nullptr) : MakeResult(id, std::move(result)), id);
   std::lock_guard lock(calls_mu_);
   --running_;
   calls_done_.notify_all();
@@ -286,10 +287,8 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
   }
   auto id = StringArgument(arguments, "session_id");
   if (!id) {
-    return RefusalToolResult(engine::Refusal{.kind = engine::RefusalKind::kBadRequest,
-                                             .type = "invalid-arguments",
-                                             .title = "Invalid arguments",
-                                             .detail = id.error().message});
+    return RefusalToolResult(
+        engine::MakeRefusal(engine::RefusalReason::kInvalidArguments, id.error().message));
   }
   if (name == "fork_session") {
     auto forked = gate_.ForkSession(caller_, *id, origin_);

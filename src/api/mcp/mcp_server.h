@@ -1,6 +1,7 @@
 // The MCP server's protocol logic, independent of the transport: it takes one JSON-RPC message
 // (a line) at a time and writes replies and notifications through a callback. Each tools/call
-// runs on its own thread, so ping and notifications/cancelled are answered while code runs.
+// runs on a thread of the transport's Calls, so ping and notifications/cancelled are answered
+// while code runs, and the transport's shutdown cancels and joins it.
 // Every message written says which client request it belongs to, so a transport that answers
 // each request on its own channel (Streamable HTTP) can route it; stdio ignores that.
 // Every tool call goes through the engine's gate as one caller (the API key over HTTP, the
@@ -10,7 +11,7 @@
 // McpServer are closed when it ends (end of input, DELETE /mcp or the MCP session's expiry).
 #pragma once
 
-#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -21,6 +22,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/common/calls.h"
 #include "engine/gate.h"
 
 namespace execbox::api {
@@ -36,10 +38,17 @@ inline constexpr const char* kProtocolVersions[] = {"2025-11-25", "2025-06-18", 
 // server serializes the calls), in the order the messages are sent.
 using McpWrite = std::function<void(const nlohmann::json& request_id, const std::string& line, bool last)>;
 
+// Called about ten times a second, from the Calls' ticker, for each tools/call running: the
+// transport keeps the request's channel alive, and says whether its client is still there
+// (false: the call is cancelled, as notifications/cancelled would). May be empty (stdio).
+using McpWatch =
+    std::function<bool(const nlohmann::json& request_id, std::chrono::steady_clock::time_point now)>;
+
 class McpServer {
  public:
-  McpServer(engine::Gate& gate, engine::Caller caller, engine::Origin origin, std::string version,
-            McpWrite write);
+  // Tool calls run on `calls`, which must outlive this server.
+  McpServer(engine::Gate& gate, Calls& calls, engine::Caller caller, engine::Origin origin,
+            std::string version, McpWrite write, McpWatch watch = nullptr);
   ~McpServer();  // waits for in-flight calls, then closes the sessions created through it
   McpServer(const McpServer&) = delete;
   McpServer& operator=(const McpServer&) = delete;
@@ -59,29 +68,29 @@ class McpServer {
   void CancelAll();
 
  private:
-  struct Call {
-    std::atomic<bool> cancel{false};
-  };
+  class ToolCall;  // mcp_server.cc
 
   void Send(const nlohmann::json& message, const nlohmann::json& request_id, bool last = true);
   void Dispatch(const nlohmann::json& message);
   nlohmann::json Initialize(const nlohmann::json& params);
   void StartToolCall(const nlohmann::json& id, const nlohmann::json& params);
   // The call's reply (none when it was cancelled); the request id is free again after it.
-  void Finish(const nlohmann::json& id, const std::shared_ptr<Call>& call, nlohmann::json result);
+  void Finish(const nlohmann::json& id, const Call& call, nlohmann::json result);
   void Cancel(const nlohmann::json& params);
   nlohmann::json SessionTool(const std::string& name, const nlohmann::json& arguments);
 
   engine::Gate& gate_;
+  Calls& calls_;
   const engine::Caller caller_;
   const engine::Origin origin_;
   std::string version_;
   McpWrite write_;
+  McpWatch watch_;
   std::mutex write_mu_;
 
   std::mutex calls_mu_;
   std::condition_variable calls_done_;
-  std::map<std::string, std::shared_ptr<Call>> calls_;  // by the request id's JSON text
+  std::map<std::string, std::shared_ptr<ToolCall>> by_id_;  // running, by the request id's JSON text
   size_t running_ = 0;
   bool cancel_all_ = false;
 

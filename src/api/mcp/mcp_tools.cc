@@ -167,10 +167,7 @@ void MoveImage(json& bundle, json& content) {
 }
 
 engine::Refusal BadArgument(std::string detail) {
-  return engine::Refusal{.kind = engine::RefusalKind::kBadRequest,
-                         .type = "invalid-arguments",
-                         .title = "Invalid arguments",
-                         .detail = std::move(detail)};
+  return engine::MakeRefusal(engine::RefusalReason::kInvalidArguments, std::move(detail));
 }
 
 // What a bad argument is said to have to be: the schema's type, "a non-empty string" where a
