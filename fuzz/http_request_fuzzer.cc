@@ -1,5 +1,5 @@
 // The bytes of one client connection, read as execbox serve reads them: Boost.Beast's
-// request_parser<string_body> with the server's header and body limits (ServerConfig's
+// request_parser<string_body> with the server's header and body limits (HttpServerOptions's
 // defaults), read_header then read over a flat_buffer, one fresh parser per request while the
 // connection stays keep-alive; then what Connection does with each parsed request: the target
 // split into path and query, and the path percent-decoded.
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "api/http/config.h"
+#include "api/http/http_server.h"
 #include "api/http/http_target.h"
 
 namespace {
@@ -30,9 +30,9 @@ namespace http = beast::http;
 using boost::system::error_code;
 
 // Connection::ReadHeader's limits, from the server's defaults.
-const execbox::api::ServerConfig& Config() {
-  static const execbox::api::ServerConfig config = execbox::api::DefaultConfig();
-  return config;
+const execbox::api::HttpServerOptions& Config() {
+  static const execbox::api::HttpServerOptions options;
+  return options;
 }
 
 // A SyncReadStream that hands out the input `segment` bytes at a time, then end of stream.

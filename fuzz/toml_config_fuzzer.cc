@@ -1,4 +1,4 @@
-// The server's TOML configuration (LoadConfigFile, api/http/config.h), read from a file as
+// The server's TOML configuration (LoadConfigFile, cli/server_config.h), read from a file as
 // `execbox serve --config` reads it. The input goes to a memfd, loaded through
 // /proc/self/fd/N: nothing is written to disk. An accepted file must leave a config within
 // the bounds docs/api.md documents; a refused one must leave the config as it was.
@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "api/http/config.h"
+#include "cli/server_config.h"
 
 namespace {
 
@@ -43,11 +43,11 @@ bool Lower64Hex(const std::string& s) {
 
 // The calls under test, in one place: adapt here when their signatures change.
 void Run(const std::string& path) {
-  api::ServerConfig config = api::DefaultConfig();
-  auto loaded = api::LoadConfigFile(path, config);
+  cli::ServerConfig config = cli::DefaultConfig();
+  auto loaded = cli::LoadConfigFile(path, config);
   if (!loaded) {
     Check(!loaded.error().message.empty());
-    Check(config.keys.empty() && config.listen == api::DefaultConfig().listen);
+    Check(config.keys.empty() && config.listen == cli::DefaultConfig().listen);
     return;
   }
   Check(config.max_header_bytes >= 1024 && config.max_header_bytes <= (1u << 24));

@@ -9,13 +9,13 @@
 #include <string>
 
 #include "api/http/auth.h"
-#include "api/http/config.h"
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
 #include "base/build_info.h"
 #include "base/io.h"
 #include "cli/local_server.h"
 #include "cli/mcp_bridge.h"
+#include "cli/server_config.h"
 #include "engine/gate.h"
 
 namespace execbox::cli {
@@ -39,7 +39,7 @@ struct McpArgs {
 };
 
 // Warm first; a host that cannot run the pool still gets cold, stateless executions.
-Expected<std::unique_ptr<engine::Engine>> StartEngine(const api::ServerConfig& config) {
+Expected<std::unique_ptr<engine::Engine>> StartEngine(const ServerConfig& config) {
   engine::EngineOptions warm{.warm = config.warm};
   warm.pool.prepared_per_worker = 2;
   warm.pool.workers = config.workers;
@@ -116,15 +116,15 @@ int RunMcp(const McpArgs& args) {
       return 70;
     }
   }
-  api::ServerConfig config = api::DefaultConfig();
+  ServerConfig config = DefaultConfig();
   if (!args.config_file.empty()) {
-    if (auto loaded = api::LoadConfigFile(args.config_file, config); !loaded) {
+    if (auto loaded = LoadConfigFile(args.config_file, config); !loaded) {
       std::cerr << "execbox mcp: " << loaded.error().message << "\n";
       return 64;
     }
   }
   if (!config.wheelhouse.empty()) {
-    if (auto s = api::CheckWheelhouse(config.wheelhouse); !s) {
+    if (auto s = CheckWheelhouse(config.wheelhouse); !s) {
       std::cerr << "execbox mcp: " << s.error().message << "\n";
       return 64;
     }

@@ -10,10 +10,11 @@
 
 #include "api/e2b/e2b_api.h"
 #include "api/http/auth.h"
-#include "api/http/config.h"
 #include "api/http/http_api.h"
 #include "api/http/http_server.h"
+#include "api/mcp/mcp_http.h"
 #include "base/build_info.h"
+#include "cli/server_config.h"
 #include "cli/service_notify.h"
 #include "engine/gate.h"
 #include "engine/session_store.h"
@@ -75,12 +76,12 @@ bool IsLoopback(const std::string& host) {
 }
 
 // The config file, then the environment (SIGHUP reads both again for the keys).
-Expected<api::ServerConfig> ReadConfig(const std::string& file) {
-  api::ServerConfig config = api::DefaultConfig();
+Expected<ServerConfig> ReadConfig(const std::string& file) {
+  ServerConfig config = DefaultConfig();
   if (!file.empty()) {
-    if (auto loaded = api::LoadConfigFile(file, config); !loaded) return std::unexpected(loaded.error());
+    if (auto loaded = LoadConfigFile(file, config); !loaded) return std::unexpected(loaded.error());
   }
-  if (auto env = api::ApplyEnvironment(config); !env) return std::unexpected(env.error());
+  if (auto env = ApplyEnvironment(config); !env) return std::unexpected(env.error());
   return config;
 }
 
@@ -122,7 +123,7 @@ int RunServe(const ServeArgs& args) {
     std::cerr << "execbox serve: " << read.error().message << "\n";
     return 64;
   }
-  api::ServerConfig config = std::move(*read);
+  ServerConfig config = std::move(*read);
   if (!args.instance.empty()) {
     if (auto s = engine::ValidateInstanceName(args.instance); !s) {
       std::cerr << "execbox serve: --instance: " << s.error().message << "\n";
@@ -149,7 +150,7 @@ int RunServe(const ServeArgs& args) {
   if (!args.state_dir.empty()) config.session_state_dir = args.state_dir;
   if (!args.wheelhouse.empty()) config.wheelhouse = args.wheelhouse;
   if (!config.wheelhouse.empty()) {
-    if (auto s = api::CheckWheelhouse(config.wheelhouse); !s) {
+    if (auto s = CheckWheelhouse(config.wheelhouse); !s) {
       std::cerr << "execbox serve: " << s.error().message << "\n";
       return 64;
     }
@@ -235,7 +236,11 @@ int RunServe(const ServeArgs& args) {
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();
-  auto api = std::make_unique<api::HttpApi>(*gate, config, kVersion, metrics);
+  auto api = std::make_unique<api::HttpApi>(*gate, config.keys, kVersion, metrics);
+  // MCP over Streamable HTTP at /mcp, behind the API's keys, through the same gate.
+  auto mcp = std::make_unique<api::McpHttp>(
+      *gate, kVersion, api::McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
+  api->Serve("/mcp", mcp.get());
   // E2B's API on the same port (docs/e2b.md, "Using the E2B SDK"), through the same gate; it is
   // destroyed after the server stops and the API has drained.
   auto e2b = std::make_unique<api::e2b::E2bApi>(*gate, *api);
@@ -296,8 +301,10 @@ int RunServe(const ServeArgs& args) {
     std::cerr << "execbox serve: " << sessions->SaveAll() << " sessions saved" << std::endl;
   }
   api->Mount(nullptr);
+  api->Serve("/mcp", nullptr);
   e2b.reset();  // its threads are done: drained with the API's
-  api.reset();  // MCP sessions end, and the sessions they created close
+  mcp.reset();  // MCP sessions end, and the sessions they created close
+  api.reset();
   gate.reset();
   engine->reset();  // every child killed, every cgroup removed
   std::cerr << "execbox serve: stopped" << std::endl;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/sha256.h"
+#include "lib/temp_dir.h"
 #include "engine/admission.h"
 #include "engine/audit.h"
 
@@ -28,23 +29,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "gate_test.XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  std::string Path(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 // ---- admission ----
 

@@ -6,7 +6,7 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 
 namespace execbox::api::e2b {
 namespace {

@@ -10,7 +10,7 @@
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
 #include "api/http/http_wire.h"
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 
 namespace execbox::api::e2b {
 namespace {

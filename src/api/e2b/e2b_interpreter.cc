@@ -8,7 +8,7 @@
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
 #include "api/http/response_stream.h"
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 #include "base/random.h"
 
 namespace execbox::api::e2b {

@@ -9,13 +9,21 @@
 #include <string_view>
 #include <vector>
 
-#include "api/http/config.h"
 #include "api/http/http_types.h"
 #include "api/http/problem.h"
 #include "base/sha256.h"
 #include "engine/admission.h"
 
 namespace execbox::api {
+
+// One API key. Only the SHA-256 of the token is kept in memory and on disk.
+struct ApiKey {
+  std::string id;               // shown in logs, metrics and the audit log; never the token
+  std::string sha256_hex;       // of the bearer token, lower-case hex
+  size_t max_concurrent = 8;    // executions of this key running or queued at once
+  double rate_per_second = 20;  // sustained requests per second (token bucket) ...
+  double burst = 40;            // ... with this many at once
+};
 
 using execbox::Sha256Hex;
 // A fresh random token (32 bytes from getrandom, URL-safe base64 without padding).

@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 #include "api/schema/request_schema.h"
 #include "base/base64.h"
 

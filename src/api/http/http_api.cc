@@ -4,7 +4,7 @@
 
 #include "api/http/http_problems.h"
 #include "api/http/openapi.h"
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {
@@ -19,21 +19,25 @@ Problem NotFound(std::string_view path) {
 
 }  // namespace
 
-HttpApi::HttpApi(engine::Gate& gate, const ServerConfig& config, std::string version, Metrics& metrics)
+HttpApi::HttpApi(engine::Gate& gate, std::vector<ApiKey> keys, std::string version, Metrics& metrics)
     : gate_(gate),
-      config_(config),
       version_(std::move(version)),
       openapi_(OpenApiDocument(gate.limits())),
-      auth_(std::make_shared<const Authenticator>(config.keys)),
-      metrics_(metrics) {
-  mcp_ = std::make_unique<McpHttp>(
-      gate_, version_,
-      McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
+      auth_(std::make_shared<const Authenticator>(std::move(keys))),
+      metrics_(metrics) {}
+
+HttpApi::~HttpApi() { Drain(std::chrono::milliseconds(0)); }
+
+void HttpApi::Serve(const std::string& path, RoutedApi* api) {
+  std::erase_if(routed_, [&](const auto& route) { return route.first == path; });
+  if (api != nullptr) routed_.emplace_back(path, api);
 }
 
-HttpApi::~HttpApi() {
-  Drain(std::chrono::milliseconds(0));
-  mcp_.reset();
+std::vector<ServedApi*> HttpApi::Served() const {
+  std::vector<ServedApi*> served;
+  if (mounted_ != nullptr) served.push_back(mounted_);
+  for (const auto& [path, api] : routed_) served.push_back(api);
+  return served;
 }
 
 void HttpApi::Respond(Exchange& exchange, HttpResponse response) { exchange.Respond(std::move(response)); }
@@ -75,7 +79,9 @@ void HttpApi::ReplaceKeys(std::vector<ApiKey> keys) {
 void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
   const std::string& path = request.path;
   const std::string& method = request.method;
-  if (path == "/mcp") return mcp_->Handle(std::move(request), exchange, key);
+  for (const auto& [routed_path, api] : routed_) {
+    if (path == routed_path) return api->Handle(std::move(request), exchange, key);
+  }
 
   if (method == "POST" || method == "PUT") {
     // JSON routes take JSON; the file upload takes any bytes.
@@ -163,8 +169,9 @@ void HttpApi::Check(HttpRequest request, std::shared_ptr<Exchange> exchange, con
 }
 
 size_t HttpApi::in_flight() {
-  size_t others = (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
-  return calls_.running() + others;
+  size_t in_flight = calls_.running();
+  for (ServedApi* api : Served()) in_flight += api->InFlight();
+  return in_flight;
 }
 
 void HttpApi::Drain(std::chrono::milliseconds grace) {
@@ -172,15 +179,17 @@ void HttpApi::Drain(std::chrono::milliseconds grace) {
   gate_.Close();
   auto deadline = std::chrono::steady_clock::now() + grace;
   calls_.WaitIdle(deadline);
-  // MCP tool calls and a mounted API's run on their own Calls: the same grace, then cancelled.
+  // The front ends served beside (MCP's tool calls, E2B's) run on their own Calls: the same
+  // grace, then cancelled.
   auto others_in_flight = [this] {
-    return (mcp_ ? mcp_->InFlight() : 0) + (mounted_ != nullptr ? mounted_->InFlight() : 0);
+    size_t n = 0;
+    for (ServedApi* api : Served()) n += api->InFlight();
+    return n;
   };
   while (others_in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (mcp_) mcp_->CancelAll();
-  if (mounted_ != nullptr) mounted_->CancelAll();
+  for (ServedApi* api : Served()) api->CancelAll();
   calls_.CancelAll();
   // A cancelled execution ends within ~100 ms; a session restart or a file transfer may take a
   // few seconds more.

@@ -1,5 +1,6 @@
 // The HTTP API's routes over the engine's gate: authentication, then executions (JSON or SSE),
-// sessions and their files, check, health, metrics, the OpenAPI document and /mcp. Limits,
+// sessions and their files, check, health, metrics and the OpenAPI document; beside them, the
+// front ends served on the same port (MCP at /mcp, E2B's API). Limits,
 // admission, session ownership and the audit log are the gate's; the routes translate HTTP to
 // and from it. Every error is an RFC 9457 problem with its real status; every accepted
 // execution gets its Result or a problem that says why not.
@@ -14,32 +15,41 @@
 
 #include "api/common/calls.h"
 #include "api/http/auth.h"
-#include "api/http/config.h"
 #include "api/http/execute_request.h"
 #include "api/http/http_types.h"
-#include "api/http/mcp_http.h"
 #include "api/http/metrics.h"
 #include "engine/gate.h"
 
 namespace execbox::api {
 
-// A front end served on the same port with paths and authentication of its own (E2B's API,
-// api/e2b). It answers the requests it claims, before any bearer-token check; its executions
-// pass the same gate. Drain waits for what it has in flight and then cancels it, as for /mcp.
-class MountedApi {
+// What Drain needs of a front end served on this API's port beside its own routes.
+class ServedApi {
  public:
-  virtual ~MountedApi() = default;
+  virtual ~ServedApi() = default;
+  virtual size_t InFlight() = 0;  // requests being answered now
+  virtual void CancelAll() = 0;   // cancels them, and any started later (shutdown)
+};
+
+// A front end with paths and authentication of its own (E2B's API, api/e2b). It answers the
+// requests it claims, before any bearer-token check; its executions pass the same gate.
+class MountedApi : public ServedApi {
+ public:
   virtual bool Claims(const HttpRequest& request) const = 0;
   virtual void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) = 0;
-  virtual size_t InFlight() = 0;
-  virtual void CancelAll() = 0;
+};
+
+// A front end at one path of this API, behind its bearer-token check (MCP's Streamable HTTP at
+// /mcp, api/mcp/mcp_http.h): it gets the authenticated key.
+class RoutedApi : public ServedApi {
+ public:
+  virtual void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key) = 0;
 };
 
 class HttpApi {
  public:
-  // `metrics` is the gate's observer too (GateOptions::observer), so that executions over MCP
-  // count with the rest.
-  HttpApi(engine::Gate& gate, const ServerConfig& config, std::string version, Metrics& metrics);
+  // `keys`: the bearer tokens' keys. `metrics` is the gate's observer too
+  // (GateOptions::observer), so that executions over MCP count with the rest.
+  HttpApi(engine::Gate& gate, std::vector<ApiKey> keys, std::string version, Metrics& metrics);
   ~HttpApi();  // Drain(0) if not drained
   HttpApi(const HttpApi&) = delete;
   HttpApi& operator=(const HttpApi&) = delete;
@@ -52,8 +62,11 @@ class HttpApi {
   void ReplaceKeys(std::vector<ApiKey> keys);
   // The keys now (a mounted front end authenticates with them).
   std::shared_ptr<const Authenticator> keys() const { return auth_.load(); }
-  // Serves `api`'s requests from now on; it must outlive this HttpApi's Drain. Before serving.
+  // Serves `api`'s requests from now on (null: no more); it must outlive this HttpApi's Drain.
+  // Before serving and after it only, as Serve.
   void Mount(MountedApi* api) { mounted_ = api; }
+  // Serves `path` with `api`, behind the bearer-token check (null: no more).
+  void Serve(const std::string& path, RoutedApi* api);
 
   // Graceful shutdown: refuse new executions (503) and wake queued ones with 503; wait up to
   // `grace` for running executions to finish, then cancel the rest (they answer with status
@@ -76,14 +89,16 @@ class HttpApi {
   void Respond(Exchange& exchange, HttpResponse response);
   void Fail(Exchange& exchange, const Problem& problem);
 
+  // The front ends served beside these routes, for Drain.
+  std::vector<ServedApi*> Served() const;
+
   engine::Gate& gate_;
-  ServerConfig config_;
   std::string version_;
   std::string openapi_;  // the document with this server's limits
   std::atomic<std::shared_ptr<const Authenticator>> auth_;
   Metrics& metrics_;
-  std::unique_ptr<McpHttp> mcp_;
   MountedApi* mounted_ = nullptr;
+  std::vector<std::pair<std::string, RoutedApi*>> routed_;  // path, front end
   std::function<size_t()> connection_count_;
   std::atomic<bool> shutting_down_{false};
   // Executions and session calls, each on its own thread; last, so that they end first.

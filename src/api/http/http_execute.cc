@@ -7,7 +7,7 @@
 #include "api/http/http_problems.h"
 #include "api/http/http_wire.h"
 #include "api/http/response_stream.h"
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {

@@ -230,7 +230,7 @@ json SessionPaths() {
            {{"parameters", {InPath("SessionId"), InPath("FilePath")}}, {"put", put}, {"get", read}}}};
 }
 
-// MCP's Streamable HTTP transport (api/http/mcp_http.h): some of its answers are JSON-RPC, some problems.
+// MCP's Streamable HTTP transport (api/mcp/mcp_http.h): some of its answers are JSON-RPC, some problems.
 json McpPath() {
   json any_object = {{"schema", {{"type", "object"}}}};
   auto json_or_problem = [&](std::string_view description) {

@@ -1,6 +1,6 @@
 #include "api/http/problem.h"
 
-#include "api/mcp/json_rpc.h"
+#include "api/common/json_text.h"
 
 namespace execbox::api {
 

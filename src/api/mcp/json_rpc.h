@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/common/json_text.h"  // MaxDepth, and Serialize for one line of output
 #include "base/error.h"
 
 namespace execbox::api {
@@ -24,18 +25,11 @@ inline constexpr size_t kMaxMessageBytes = 16u << 20;
 // level costs stack or heap in whoever walks the value later.
 inline constexpr int kMaxDepth = 64;
 
-// The deepest bracket nesting outside strings: a scan, so that a hostile document can be
-// refused before it reaches a parser at all.
-int MaxDepth(std::string_view text);
-
 // One message parsed; an error (to answer with kParseError) for bad JSON or too deep nesting.
 Expected<nlohmann::json> ParseMessage(std::string_view line);
 
 nlohmann::json MakeResult(const nlohmann::json& id, nlohmann::json result);
 nlohmann::json MakeError(const nlohmann::json& id, int code, std::string message);
 nlohmann::json MakeNotification(std::string method, nlohmann::json params);
-
-// One line of output: invalid UTF-8 (from the code's output) becomes U+FFFD, never an exception.
-std::string Serialize(const nlohmann::json& message);
 
 }  // namespace execbox::api

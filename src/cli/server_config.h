@@ -1,5 +1,6 @@
-// The server's configuration: a TOML file (toml++), then the environment (EXECBOX_API_KEYS),
-// then command-line flags, each overriding the one before.
+// The server's configuration, read by `execbox serve` and `execbox mcp`: a TOML file (toml++),
+// then the environment (EXECBOX_API_KEYS), then command-line flags, each overriding the one
+// before. The front ends never see it: the CLI hands each the part it needs.
 #pragma once
 
 #include <chrono>
@@ -7,19 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "api/http/auth.h"
 #include "base/error.h"
 #include "engine/limit_schema.h"
 
-namespace execbox::api {
-
-// One API key. Only the SHA-256 of the token is kept in memory and on disk.
-struct ApiKey {
-  std::string id;               // shown in logs, metrics and the audit log; never the token
-  std::string sha256_hex;       // of the bearer token, lower-case hex
-  size_t max_concurrent = 8;    // executions of this key running or queued at once
-  double rate_per_second = 20;  // sustained requests per second (token bucket) ...
-  double burst = 40;            // ... with this many at once
-};
+namespace execbox::cli {
 
 struct ServerConfig {
   std::string listen = "127.0.0.1:8080";  // host:port; [v6]:port; "none": the Unix socket only
@@ -30,7 +23,7 @@ struct ServerConfig {
   // "" when alone. Session and MCP session ids end in "." and it; responses carry it in
   // Execbox-Instance.
   std::string instance;
-  std::vector<ApiKey> keys;
+  std::vector<api::ApiKey> keys;
   // Origins allowed to call /mcp from a browser (exact match, e.g. "http://localhost:3000");
   // requests without an Origin header are allowed (they are not from a browser).
   std::vector<std::string> allowed_origins;
@@ -85,4 +78,4 @@ Status LoadConfigFile(const std::string& path, ServerConfig& config);
 // EXECBOX_INSTANCE: the instance name (a Kubernetes pod's own name, for one).
 Status ApplyEnvironment(ServerConfig& config);
 
-}  // namespace execbox::api
+}  // namespace execbox::cli

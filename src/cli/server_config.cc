@@ -1,4 +1,4 @@
-#include "api/http/config.h"
+#include "cli/server_config.h"
 
 #include <sys/stat.h>
 #include <toml++/toml.h>
@@ -16,7 +16,9 @@
 #include "base/io.h"
 #include "engine/sessions.h"
 
-namespace execbox::api {
+namespace execbox::cli {
+
+using api::ApiKey;
 
 ServerConfig DefaultConfig() { return ServerConfig{}; }
 
@@ -566,4 +568,4 @@ Status ApplyEnvironment(ServerConfig& config) {
   return {};
 }
 
-}  // namespace execbox::api
+}  // namespace execbox::cli

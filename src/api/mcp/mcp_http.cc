@@ -1,4 +1,4 @@
-#include "api/http/mcp_http.h"
+#include "api/mcp/mcp_http.h"
 
 #include <atomic>
 #include <cerrno>
@@ -201,7 +201,7 @@ size_t McpHttp::SessionCount() const {
   return state_->sessions.size();
 }
 
-size_t McpHttp::InFlight() const {
+size_t McpHttp::InFlight() {
   std::vector<std::shared_ptr<Session>> sessions;
   {
     std::lock_guard lock(state_->mu);

@@ -4,7 +4,7 @@
 // 202. initialize issues an Mcp-Session-Id; later requests must carry it (404 when unknown or
 // closed, 400 when missing). DELETE ends the MCP session. GET (a server-to-client stream) gets
 // 405: this server sends nothing unprompted. Origin is checked against the allow-list (403).
-// Authentication is the caller's (the HTTP API checks the bearer key before routing here).
+// Served by the HTTP API as a RoutedApi (api/http/http_api.h): it checks the bearer key first.
 //
 // Each MCP session has its own McpServer (the protocol logic shared with stdio); its messages
 // are routed by request id to the POST that asked. tools/call is always answered on an SSE
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "api/http/auth.h"
+#include "api/http/http_api.h"
 #include "api/http/http_types.h"
 #include "engine/gate.h"
 
@@ -30,10 +31,10 @@ struct McpHttpOptions {
   size_t max_sessions = 256;                 // MCP sessions (not execbox sessions); 503 beyond
   size_t max_sessions_per_key = 64;          // one key cannot take them all; 429 beyond
   std::chrono::seconds idle_ttl{60 * 60};    // an MCP session with no request for this long ends
-  std::string instance;                      // ServerConfig::instance: ends every Mcp-Session-Id
+  std::string instance;                      // the server's instance name: ends every Mcp-Session-Id
 };
 
-class McpHttp {
+class McpHttp final : public RoutedApi {
  public:
   McpHttp(engine::Gate& gate, std::string version, McpHttpOptions options);
   ~McpHttp();  // waits for running tool calls
@@ -42,16 +43,16 @@ class McpHttp {
 
   // Any request whose path is /mcp. `key_id` is the authenticated key (MCP sessions are bound to
   // the key that created them). Returns at once: a tools/call goes on on its own thread.
-  void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key);
+  void Handle(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key) override;
 
   // Cancels every running tool call (their streams end without a reply) and every one started
   // later: for shutdown, once the grace period is over.
-  void CancelAll();
+  void CancelAll() override;
 
   // MCP sessions open now (for metrics).
   size_t SessionCount() const;
   // Requests being answered now, tool calls included (for a drain on shutdown).
-  size_t InFlight() const;
+  size_t InFlight() override;
 
  private:
   struct State;
