@@ -17,8 +17,8 @@
 
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_server.h"
-#include "engine/gate.h"
 #include "engine/engine.h"
+#include "engine/gate.h"
 
 namespace {
 
@@ -43,8 +43,14 @@ engine::Gate& ClosedGate() {
   return *gate;
 }
 
+// The tool calls' threads (api/common/calls.h): one set for every input, as a transport has.
+api::Calls& FuzzCalls() {
+  static api::Calls calls;
+  return calls;
+}
+
 std::unique_ptr<api::McpServer> MakeServer(api::McpWrite write) {
-  return std::make_unique<api::McpServer>(ClosedGate(), engine::Caller{.id = "fuzz"},
+  return std::make_unique<api::McpServer>(ClosedGate(), FuzzCalls(), engine::Caller{.id = "fuzz"},
                                           engine::Origin{.transport = engine::Transport::kMcpStdio}, "fuzz",
                                           std::move(write));
 }

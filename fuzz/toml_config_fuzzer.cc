@@ -14,7 +14,7 @@
 
 namespace {
 
-namespace api = execbox::api;
+namespace cli = execbox::cli;
 
 void Check(bool ok) {
   if (!ok) __builtin_trap();
