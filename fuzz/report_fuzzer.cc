@@ -8,8 +8,8 @@
 
 #include "api/mcp/json_rpc.h"
 #include "api/mcp/mcp_tools.h"
-#include "engine/result_assembly.h"
 #include "engine/report.h"
+#include "engine/result_assembly.h"
 #include "engine/result_json.h"
 #include "engine/result_text.h"
 

@@ -5,9 +5,9 @@
 #include <iostream>
 #include <thread>
 
-#include "cli/local_client.h"
 #include "api/mcp/json_rpc.h"
 #include "base/io.h"
+#include "cli/local_client.h"
 
 namespace execbox::cli {
 namespace {

@@ -25,7 +25,7 @@ struct RunArgs {
   std::vector<std::string> files;
   std::string keep_files;
   std::string lint_profile = "permissive";  // --policy
-  std::string server = "auto";  // auto, always, never
+  std::string server = "auto";              // auto, always, never
 };
 
 const char* const kExitCodes =

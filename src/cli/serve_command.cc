@@ -239,7 +239,8 @@ int RunServe(const ServeArgs& args) {
   auto api = std::make_unique<api::HttpApi>(*gate, config.keys, kVersion, metrics);
   // MCP over Streamable HTTP at /mcp, behind the API's keys, through the same gate.
   auto mcp = std::make_unique<api::McpHttp>(
-      *gate, kVersion, api::McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
+      *gate, kVersion,
+      api::McpHttpOptions{.allowed_origins = config.allowed_origins, .instance = config.instance});
   api->Serve("/mcp", mcp.get());
   // E2B's API on the same port (docs/e2b.md, "Using the E2B SDK"), through the same gate; it is
   // destroyed after the server stops and the API has drained.

@@ -21,10 +21,10 @@
 
 #include "engine/admission.h"
 #include "engine/audit.h"
+#include "engine/engine.h"
 #include "engine/limit_schema.h"
 #include "engine/packages.h"
 #include "engine/refusal.h"
-#include "engine/engine.h"
 
 namespace execbox::engine {
 

@@ -236,25 +236,34 @@ SessionExpected<void> Sessions::EnsureChild(Session& s) {
   return {};
 }
 
-SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::string& id,
-                                          const std::string& path, std::string content) {
+SessionExpected<Sessions::FileCall> Sessions::StartFileCall(const std::string& owner, const std::string& id,
+                                                            const std::string& path) {
   auto s = Find(owner, id);
   if (!s) return std::unexpected(NotFound(id));
-  std::lock_guard run(s->run_mu);
+  std::unique_lock run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
   s->last_used = std::chrono::system_clock::now();
   auto plain = PlainPath(path);
   if (!plain) return std::unexpected(Invalid(plain.error().message));
   RestoreSaved(*s);
+  return FileCall{.session = std::move(s), .run = std::move(run), .path = std::move(*plain)};
+}
+
+SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::string& id,
+                                          const std::string& path, std::string content) {
+  auto call = StartFileCall(owner, id, path);
+  if (!call) return std::unexpected(call.error());
+  Session* s = call->session.get();
+  const std::string& plain = call->path;
   if (content.size() > s->limits.work_dir_bytes) {
     return std::unexpected(
-        SessionFailure{SessionError::kTooLarge, *plain + ": " + std::to_string(content.size()) +
+        SessionFailure{SessionError::kTooLarge, plain + ": " + std::to_string(content.size()) +
                                                     " bytes is more than the work dir holds (" +
                                                     std::to_string(s->limits.work_dir_bytes) + " bytes)"});
   }
   for (int attempt = 0;; ++attempt) {
     if (auto ok = EnsureChild(*s); !ok) return ok;
-    auto put = s->child->PutFile(*plain, content);
+    auto put = s->child->PutFile(plain, content);
     s->last_used = std::chrono::system_clock::now();
     if (put) return {};
     using K = jail::FileFailure::Kind;
@@ -265,10 +274,10 @@ SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::s
         // The process had ended between executions: restart it and write there, once.
         Lost(*s, "exited");
         if (attempt == 0) continue;
-        return std::unexpected(Internal("could not write " + *plain + ": " + put.error().message));
+        return std::unexpected(Internal("could not write " + plain + ": " + put.error().message));
       case K::kBroken:
         Lost(*s, "internal_error");
-        return std::unexpected(Internal("could not write " + *plain + ": " + put.error().message));
+        return std::unexpected(Internal("could not write " + plain + ": " + put.error().message));
       case K::kNotFound:
       case K::kRefused:
         return std::unexpected(RefusedFile("could not write " + put.error().message));
@@ -278,20 +287,16 @@ SessionExpected<void> Sessions::WriteFile(const std::string& owner, const std::s
 
 SessionExpected<std::string> Sessions::ReadFile(const std::string& owner, const std::string& id,
                                                 const std::string& path, uint64_t max_bytes) {
-  auto s = Find(owner, id);
-  if (!s) return std::unexpected(NotFound(id));
-  std::lock_guard run(s->run_mu);
-  if (s->closed) return std::unexpected(NotFound(id));
-  s->last_used = std::chrono::system_clock::now();
-  auto plain = PlainPath(path);
-  if (!plain) return std::unexpected(Invalid(plain.error().message));
-  RestoreSaved(*s);
+  auto call = StartFileCall(owner, id, path);
+  if (!call) return std::unexpected(call.error());
+  Session* s = call->session.get();
+  const std::string& plain = call->path;
   if (!s->child || !s->child->alive()) {
     // The state was lost and the session not yet restarted: its work dir is empty.
-    return std::unexpected(SessionFailure{SessionError::kFileNotFound,
-                                          *plain + ": no such file (the session's state was lost)"});
+    return std::unexpected(
+        SessionFailure{SessionError::kFileNotFound, plain + ": no such file (the session's state was lost)"});
   }
-  auto got = s->child->GetFile(*plain, max_bytes);
+  auto got = s->child->GetFile(plain, max_bytes);
   s->last_used = std::chrono::system_clock::now();
   if (got) return std::move(*got);
   using K = jail::FileFailure::Kind;
@@ -303,10 +308,10 @@ SessionExpected<std::string> Sessions::ReadFile(const std::string& owner, const 
     case K::kEnded:
       Lost(*s, "exited");
       return std::unexpected(SessionFailure{SessionError::kFileNotFound,
-                                            *plain + ": no such file (" + got.error().message + ")"});
+                                            plain + ": no such file (" + got.error().message + ")"});
     case K::kBroken:
       Lost(*s, "internal_error");
-      return std::unexpected(Internal("could not read " + *plain + ": " + got.error().message));
+      return std::unexpected(Internal("could not read " + plain + ": " + got.error().message));
     case K::kRefused:
       break;
   }

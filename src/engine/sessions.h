@@ -30,8 +30,8 @@
 
 #include "base/error.h"
 #include "engine/execute_options.h"
-#include "engine/result.h"
 #include "engine/pool.h"
+#include "engine/result.h"
 #include "engine/session_store.h"
 #include "engine/state_copy.h"
 #include "runtime/python_program.h"
@@ -180,6 +180,15 @@ class Sessions {
   struct Session;
   // The session, if `owner` owns it.
   std::shared_ptr<Session> Find(const std::string& owner, const std::string& id);
+  // A file call's start: the session found, held by its run lock, touched, restored if it was
+  // saved, and `path` made plain (NotFound, or Invalid for the path, otherwise).
+  struct FileCall {
+    std::shared_ptr<Session> session;
+    std::unique_lock<std::mutex> run;
+    std::string path;
+  };
+  SessionExpected<FileCall> StartFileCall(const std::string& owner, const std::string& id,
+                                          const std::string& path);
   SessionExpected<void> Close(const std::string& id);
   SessionInfo InfoOf(Session& s);
   // The session's process is gone (found outside an execution): the next reply says so.

@@ -20,9 +20,9 @@
 
 #include "base/io.h"
 #include "jail/launch.h"
-#include "jail/zygote_loop.h"
 #include "jail/warm_host.h"
 #include "jail/wire.h"
+#include "jail/zygote_loop.h"
 
 namespace execbox::jail {
 

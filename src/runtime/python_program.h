@@ -39,7 +39,7 @@ struct FigureLimits {
 struct PythonProgram {
   Mode mode = Mode::kRun;
   std::string code;
-  std::string display_name = "<cell>";  // file name shown in tracebacks
+  std::string display_name = "<cell>";      // file name shown in tracebacks
   std::string lint_profile = "permissive";  // the static check's profile (LintProfileNames); not jail::Policy
   std::string stdin_data;
   std::vector<jail::InputFile> inputs;

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "base/sha256.h"
-#include "lib/temp_dir.h"
 #include "engine/admission.h"
 #include "engine/audit.h"
+#include "lib/temp_dir.h"
 
 namespace execbox::engine {
 namespace {

@@ -1,5 +1,7 @@
 // The server's configuration (cli/server_config.h): the TOML file, the environment, and what
 // each refuses.
+#include "cli/server_config.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,7 +9,6 @@
 #include <string>
 
 #include "api/http/auth.h"
-#include "cli/server_config.h"
 #include "lib/temp_dir.h"
 
 namespace execbox::cli {

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/result_json.h"
 #include "engine/engine.h"
+#include "engine/result_json.h"
 
 namespace execbox::engine {
 

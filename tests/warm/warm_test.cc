@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "base/random.h"
-#include "engine/result_json.h"
 #include "engine/engine.h"
+#include "engine/result_json.h"
 #include "jail/launch.h"
 #include "warm/warm_fixture.h"
 

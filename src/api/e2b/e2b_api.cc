@@ -2,11 +2,11 @@
 
 #include <openssl/crypto.h>
 
+#include "api/common/json_text.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
-#include "api/common/json_text.h"
 
 namespace execbox::api::e2b {
 namespace {

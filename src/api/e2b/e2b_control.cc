@@ -4,13 +4,13 @@
 // or change that session, found only for that key.
 #include <thread>
 
+#include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
 #include "api/http/http_wire.h"
-#include "api/common/json_text.h"
 
 namespace execbox::api::e2b {
 namespace {

@@ -4,13 +4,13 @@
 // the sandbox, its output streamed) and filesystem.Filesystem's ListDir, Stat, MakeDir, Remove
 // and Move (each run inside the sandbox as its code would). Every other RPC answers
 // "unimplemented", naming itself.
+#include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
 #include "api/http/response_stream.h"
-#include "api/common/json_text.h"
 #include "base/base64.h"
 
 namespace execbox::api::e2b {

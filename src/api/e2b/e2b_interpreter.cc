@@ -2,13 +2,13 @@
 // /contexts makes, lists, restarts and removes the sandbox's contexts — each a Python namespace
 // of its session, all sharing the session's process and work dir. Each execution is the gate's
 // (admitted on the I/O thread, run on a thread of its own) like any other.
+#include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
 #include "api/http/response_stream.h"
-#include "api/common/json_text.h"
 #include "base/random.h"
 
 namespace execbox::api::e2b {

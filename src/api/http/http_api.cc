@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include "api/common/json_text.h"
 #include "api/http/http_problems.h"
 #include "api/http/openapi.h"
-#include "api/common/json_text.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {

@@ -3,11 +3,11 @@
 // (stdout, stderr, display, result; "error" for a refusal after the stream started).
 #include <chrono>
 
+#include "api/common/json_text.h"
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
 #include "api/http/http_wire.h"
 #include "api/http/response_stream.h"
-#include "api/common/json_text.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {

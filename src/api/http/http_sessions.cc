@@ -3,10 +3,10 @@
 // exist (404), on every transport (the rule is the gate's, engine/gate.h).
 #include <ctime>
 
+#include "api/common/json_text.h"
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
 #include "api/http/http_wire.h"
-#include "api/common/json_text.h"
 #include "engine/result_json.h"
 
 namespace execbox::api {

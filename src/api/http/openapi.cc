@@ -1,7 +1,7 @@
 #include "api/http/openapi.h"
 
-#include "api/http/openapi_parts.h"
 #include "api/common/json_text.h"
+#include "api/http/openapi_parts.h"
 #include "api/schema/request_schema.h"
 #include "base/build_info.h"
 #include "runtime/python_program.h"

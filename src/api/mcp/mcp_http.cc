@@ -151,6 +151,7 @@ struct McpHttp::State {
   void Answer(const std::shared_ptr<Session>& session, const json& message,
               const std::shared_ptr<Exchange>& exchange, bool initialize);
   void Retire(std::shared_ptr<Session> session);  // mu held
+  void RetireIdle(Clock::time_point now);         // mu held: every session idle past the TTL
   void Watch(std::stop_token stop);
 
   engine::Gate& gate;
@@ -304,15 +305,7 @@ std::shared_ptr<Session> McpHttp::State::CreateSession(const ApiKey& key, const 
   std::lock_guard lock(mu);
   if (sessions.size() >= options.max_sessions) {
     // Full: sessions past their idle time go now rather than at the watcher's next round.
-    const auto now = Clock::now();
-    for (auto it = sessions.begin(); it != sessions.end();) {
-      if (Idle(*it->second, now, options.idle_ttl)) {
-        Retire(it->second);
-        it = sessions.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    RetireIdle(Clock::now());
   }
   size_t of_key = 0;
   for (const auto& [other_id, other] : sessions) of_key += other->key_id == key_id ? 1 : 0;
@@ -343,6 +336,17 @@ void McpHttp::State::Retire(std::shared_ptr<Session> session) {
   }
   session->server->CancelAll();
   retired.push_back(std::move(session));
+}
+
+void McpHttp::State::RetireIdle(Clock::time_point now) {
+  for (auto it = sessions.begin(); it != sessions.end();) {
+    if (Idle(*it->second, now, options.idle_ttl)) {
+      Retire(it->second);
+      it = sessions.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void McpHttp::State::HandlePost(const HttpRequest& request, const std::shared_ptr<Exchange>& exchange,
@@ -517,14 +521,7 @@ void McpHttp::State::Watch(std::stop_token stop) {
     std::vector<std::shared_ptr<Session>> dead;
     {
       std::lock_guard lock(mu);
-      for (auto it = sessions.begin(); it != sessions.end();) {
-        if (Idle(*it->second, now, options.idle_ttl)) {
-          Retire(it->second);
-          it = sessions.erase(it);
-        } else {
-          ++it;
-        }
-      }
+      RetireIdle(now);
       dead.swap(retired);
     }
     dead.clear();  // each McpServer waits for its (cancelled) calls to finish

@@ -9,6 +9,21 @@ namespace {
 
 constexpr unsigned kExecutions = kExecuteBody | kSessionExecuteBody;
 
+// A JSON type's name in a schema and in a refusal ("'code' must be a string").
+struct TypeNames {
+  std::string_view json;
+  std::string_view expected;
+};
+constexpr TypeNames kTypeNames[] = {{"", "any value"},
+                                    {"string", "a string"},
+                                    {"boolean", "a boolean"},
+                                    {"array", "an array"},
+                                    {"object", "an object"}};
+static_assert(std::size(kTypeNames) == static_cast<size_t>(JsonType::kObject) + 1,
+              "one per JsonType, in order");
+
+TypeNames NamesOf(JsonType type) { return kTypeNames[static_cast<size_t>(type)]; }
+
 constexpr RequestField kTable[] = {
     {.id = FieldId::kCode,
      .name = "code",
@@ -213,41 +228,13 @@ bool HasType(const RequestField& field, const nlohmann::json& value) { return Is
 
 bool ItemHasType(const RequestField& field, const nlohmann::json& item) { return Is(field.items, item); }
 
-std::string ExpectedType(JsonType type) {
-  switch (type) {
-    case JsonType::kString:
-      return "a string";
-    case JsonType::kBoolean:
-      return "a boolean";
-    case JsonType::kArray:
-      return "an array";
-    case JsonType::kObject:
-      return "an object";
-    case JsonType::kNone:
-      break;
-  }
-  return "any value";
-}
+std::string ExpectedType(JsonType type) { return std::string(NamesOf(type).expected); }
 
 std::string ExpectedType(const RequestField& field) {
   if (field.type == JsonType::kArray && field.items == JsonType::kString) return "an array of strings";
   return ExpectedType(field.type);
 }
 
-std::string_view JsonTypeName(JsonType type) {
-  switch (type) {
-    case JsonType::kString:
-      return "string";
-    case JsonType::kBoolean:
-      return "boolean";
-    case JsonType::kArray:
-      return "array";
-    case JsonType::kObject:
-      return "object";
-    case JsonType::kNone:
-      break;
-  }
-  return "";
-}
+std::string_view JsonTypeName(JsonType type) { return NamesOf(type).json; }
 
 }  // namespace execbox::api
