@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <iostream>
-#include <thread>
 
 #include "api/mcp/json_rpc.h"
 #include "base/io.h"
@@ -68,12 +67,12 @@ void McpBridge::HandleLine(std::string_view line) {
     idle_.wait(lock, [this] { return in_flight_ < kMaxInFlight; });
     ++in_flight_;
   }
-  std::thread([this, body = std::move(body), message = std::move(message)] {
+  calls_.Spawn([this, body = std::move(body), message = std::move(message)] {
     Forward(body, message);
     std::lock_guard lock(mu_);
     --in_flight_;
     idle_.notify_all();
-  }).detach();
+  });
 }
 
 void McpBridge::Forward(const std::string& body, const json& message) {

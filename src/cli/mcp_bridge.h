@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "api/common/calls.h"
+
 namespace execbox::cli {
 
 class McpBridge {
@@ -40,6 +42,8 @@ class McpBridge {
   std::string session_id_, protocol_version_;  // from initialize's answer
   std::string initialize_;                     // the client's initialize, for Reinitialize
   std::mutex out_mu_;
+  // The forwarded messages' threads, joined when the bridge goes; last, so that they end first.
+  api::Calls calls_;
 };
 
 }  // namespace execbox::cli
