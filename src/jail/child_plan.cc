@@ -152,6 +152,8 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   b.Tmpfs("/tmp", TmpfsOptions(l.tmp_bytes, l.inodes, "1777"), 01777);
   std::string owner = "uid=" + std::to_string(policy.uid) + ",gid=" + std::to_string(policy.gid);
   b.Tmpfs(policy.work_dir, TmpfsOptions(l.work_dir_bytes, l.inodes, "0700", owner), 0700);
+  // The root is made read-only after pivot_root: the code cannot swap the link for another.
+  if (!policy.work_dir_alias.empty()) b.Symlink(policy.work_dir_alias, policy.work_dir);
   b.Dir("/proc", 0555);
   plan.mounts.push_back({.kind = Kind::kProc, .target = b.Staged("/proc")});
   for (const auto& f : policy.files) b.File(f.path, f.content, f.mode);

@@ -37,7 +37,19 @@ Status Validate(const Policy& p) {
   if (p.argv.empty() || p.argv[0].empty() || p.argv[0][0] != '/') {
     return Fail("policy: argv[0] must be an absolute path inside the jail");
   }
-  if (p.work_dir.size() < 2 || p.work_dir[0] != '/') return Fail("policy: work_dir must be absolute");
+  if (p.work_dir.size() < 2 || p.work_dir[0] != '/' || p.work_dir.find("/..") != std::string::npos)
+    return Fail("policy: work_dir must be absolute, without ..");
+  if (!p.work_dir_alias.empty()) {
+    const std::string& a = p.work_dir_alias;
+    if (a.size() < 2 || a[0] != '/' || a.find("/..") != std::string::npos)
+      return Fail("policy: work_dir_alias must be absolute, without ..");
+    // Inside the work dir the code could remove the link; above it, the link would hide it.
+    auto within = [](const std::string& inner, const std::string& outer) {
+      return inner == outer || inner.starts_with(outer + "/");
+    };
+    if (within(a, p.work_dir) || within(p.work_dir, a))
+      return Fail("policy: work_dir_alias must be a place of its own, neither in nor above work_dir");
+  }
   if (p.hostname.empty() || p.hostname.size() > 64) return Fail("policy: hostname must be 1-64 bytes");
   if (p.uid == 0 || p.gid == 0) return Fail("policy: the code must not run as id 0 inside");
   if (auto s = ValidateLimits(p.limits); !s) return s;

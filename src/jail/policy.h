@@ -54,6 +54,14 @@ struct InputFile {
   std::string content;
 };
 
+// The work dir is the code's home, its working directory and, with /tmp and /dev/shm, the only
+// place it may write: a size-limited tmpfs. The alias names the same directory for the clients
+// and code written when it was /work. It is a symbolic link in the read-only root, not a second
+// mount: the code cannot replace it, and a rename from one name to the other works (across two
+// mounts of one tmpfs it would fail with EXDEV).
+inline constexpr char kHomeDir[] = "/home/user";
+inline constexpr char kWorkDirAlias[] = "/work";
+
 // Entries at the top of the work dir whose names start with this are execbox's own (a
 // session's installed packages, a snapshot being made): never collected as output files.
 inline constexpr char kPrivatePrefix[] = ".execbox-";
@@ -74,8 +82,9 @@ struct Policy {
   std::vector<InputFile> inputs;
   std::string stdin_data;
   std::string hostname = "sandbox";
-  std::string work_dir = "/work";
-  uid_t uid = 1000;  // the id the code runs as inside
+  std::string work_dir = kHomeDir;
+  std::string work_dir_alias = kWorkDirAlias;  // a link to work_dir in the root; "" for none
+  uid_t uid = 1000;                            // the id the code runs as inside
   gid_t gid = 1000;
   Limits limits;
   FileCollection collect;

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "jail/landlock.h"
+#include "jail/policy.h"
 #include "jail/seccomp_filter.h"
 
 namespace execbox::jail {
@@ -48,7 +49,9 @@ struct ZygoteReady {
 struct ZygoteSetup {
   const SeccompProgram* seccomp = nullptr;
   LandlockPlan landlock;
-  const char* work_dir = "/work";
+  // Each child's own tmpfs, mounted over the zygote's; the zygote's root already holds the
+  // alias (Policy::work_dir_alias), a link that then leads to the child's.
+  const char* work_dir = kHomeDir;
   // Around each fork of a process that goes on to run the interpreter (PyOS_BeforeFork and
   // friends); may be null.
   void (*before_fork)() = nullptr;

@@ -3,19 +3,26 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <string_view>
 
 #include "base/base64.h"
 #include "base/io.h"
 #include "runtime/font_cache.h"
 
 namespace execbox::runtime {
+
+// The sandbox's own installs go to its home, the work dir.
+static_assert(std::string_view(kPackagesBase).starts_with(jail::kHomeDir));
+
 namespace {
 
+// The code runs as "user" (Policy's uid and gid 1000) at home in the work dir, as on E2B's
+// sandboxes, whose SDKs and the code written for them expect /home/user and that owner name.
 const char* const kPasswd =
     "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-    "sandbox:x:1000:1000:sandbox:/work:/bin/sh\n"
+    "user:x:1000:1000:user:/home/user:/bin/bash\n"
     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
-const char* const kGroup = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+const char* const kGroup = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
 const char* const kHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\tsandbox\n";
 const char* const kNsswitch = "passwd: files\ngroup: files\nhosts: files\n";
 
@@ -172,7 +179,7 @@ jail::Policy BasePythonPolicy(const std::string& wheelhouse, const std::string& 
       std::string("PATH=") + kToolsDir + ":/usr/local/bin:/usr/bin:/bin",
       "LANG=C.UTF-8",
       "LC_ALL=C.UTF-8",
-      "HOME=/work",
+      std::string("HOME=") + jail::kHomeDir,
       "TMPDIR=/tmp",
       // Caches (fontconfig, matplotlib) go to /tmp, so they never come back as output files.
       "XDG_CACHE_HOME=/tmp/.cache",

@@ -94,7 +94,7 @@ inline constexpr const char* kRequestPath = "/opt/execbox/request.json";
 // installs go to (under the work dir, a name the file collection skips: jail::kPrivatePrefix).
 inline constexpr const char* kWheelhouseDir = "/opt/execbox/wheels";
 inline constexpr const char* kToolsDir = "/opt/execbox/bin";
-inline constexpr const char* kPackagesBase = "/work/.execbox-packages";
+inline constexpr const char* kPackagesBase = "/home/user/.execbox-packages";
 // A wheelhouse whose requirements.txt pins --hash values takes installs only through the
 // agent's checks (pip, packages); else plain `python3 -m pip` finds its wheels too.
 inline constexpr const char* kWheelhouseHashes = "requirements.txt";

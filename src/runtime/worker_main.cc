@@ -137,8 +137,9 @@ int main(int argc, char** argv) {
   if (config.value("huge_pages", true)) execbox::jail::CollapseIntoHugePages();
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;
-  setup.landlock =
-      execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
+  // The work dir alias (/work) is a link to the home: writes through it land under the home.
+  setup.landlock = execbox::jail::MakeLandlockPlan({setup.work_dir, "/tmp", "/dev/shm"},
+                                                   {"/dev/null", "/dev/zero", "/dev/full"});
   setup.before_fork = BeforeFork;
   setup.after_fork_parent = AfterForkParent;
   setup.after_fork_child = AfterForkChild;

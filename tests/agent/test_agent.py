@@ -922,6 +922,9 @@ class PolicyTest(AgentTestCase):
         "def eval(s):\n    return s\neval(input)",
         "open('data.txt', 'w').write('x')",
         "open('/tmp/scratch', 'w').close()",
+        # The work dir by its absolute name and by its alias (not run: this is the host).
+        "if False:\n    open('/home/user/data.txt', 'w')",
+        "if False:\n    open('/work/sub/data.txt')",
         "import os.path\nos.path.join('a', 'b')",
         "import os\nos.listdir('.')",
     ]

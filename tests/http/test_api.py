@@ -108,7 +108,7 @@ class ExecuteTest(SharedCase):
         files = [{"name": "in/notes.txt", "content_base64": b64("some notes\n".encode())},
                  {"name": "in/blob.bin", "content_base64": b64(blob)}]
         r = self.assertResult(self.server.execute(code, files=files), "ok")
-        self.assertEqual(r["stdout"], "/work\n")
+        self.assertEqual(r["stdout"], "/home/user\n")
         self.assertEqual(r["result"]["data"]["text/plain"], repr(hashlib.sha256(blob).hexdigest()))
         by_name = {f["name"]: f for f in r["files"]}
         self.assertIn("out/upper.txt", by_name, r["files"])

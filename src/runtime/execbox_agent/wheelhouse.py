@@ -38,7 +38,7 @@ PackageInstallError.__module__ = "builtins"  # its traceback line reads as Pytho
 
 
 def user_base():
-    return os.environ.get("PYTHONUSERBASE") or "/work/.execbox-packages"
+    return os.environ.get("PYTHONUSERBASE") or "/home/user/.execbox-packages"
 
 
 def site_dir(base=None):
