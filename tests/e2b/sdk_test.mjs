@@ -150,6 +150,35 @@ await check('files: write, read, list, and code sees them', async () => {
   await throws(() => sbx.files.read('/etc/passwd'), /outside the sandbox's home/, 'a file outside the home')
 })
 
+await check('the home is /home/user, owned by user, and /work and ~ name it', async () => {
+  const written = await sbx.files.write('/home/user/a.txt', 'home')
+  assert(written.path === '/home/user/a.txt', `write answered ${JSON.stringify(written)}`)
+  const entries = await sbx.files.list('/home/user')
+  const a = entries.find((f) => f.name === 'a.txt')
+  assert(a && a.path === '/home/user/a.txt' && a.type === 'file', JSON.stringify(entries).slice(0, 400))
+  assert(a.owner === 'user' && a.group === 'user', `owner ${a.owner}, group ${a.group}`)
+  const info = await sbx.files.getInfo('~/a.txt')
+  assert(info.path === '/home/user/a.txt' && info.owner === 'user', JSON.stringify(info))
+  // The alias, both ways: written by one name, read by the other, inside and through the SDK.
+  const viaWork = await sbx.files.write('/work/w.txt', 'work')
+  assert(viaWork.path === '/home/user/w.txt', `write answered ${JSON.stringify(viaWork)}`)
+  assert((await sbx.files.read('/home/user/w.txt')) === 'work', 'read /work/w.txt as /home/user/w.txt')
+  assert((await sbx.files.read('/work/a.txt')) === 'home', 'read /home/user/a.txt as /work/a.txt')
+  const listedByAlias = await sbx.files.list('/work')
+  assert(listedByAlias.some((f) => f.path === '/home/user/w.txt'), JSON.stringify(listedByAlias).slice(0, 400))
+  const inside = await sbx.runCode("import os\nopen('/work/a.txt').read(), open('/home/user/w.txt').read(), os.getcwd()")
+  assert(inside.text === "('home', 'work', '/home/user')", `text ${inside.text} ${JSON.stringify(inside.error)}`)
+  const made = await sbx.files.makeDir('/work/made')
+  const dir = await sbx.files.getInfo('made')
+  assert(dir.path === '/home/user/made' && dir.type === 'dir', `${made} ${JSON.stringify(dir)}`)
+  // A command starts at home too.
+  const pwd = await sbx.commands.run('pwd')
+  assert(pwd.stdout === '/home/user\n', JSON.stringify(pwd.stdout))
+  const bash = await sbx.commands.run('bash -c pwd; echo "$HOME"; id -un')
+  assert(bash.stdout === '/home/user\n/home/user\nuser\n', JSON.stringify(bash.stdout))
+  await sbx.files.remove('made')
+})
+
 await check('hostile paths reach nothing outside the work dir', async () => {
   await throws(() => sbx.files.write('../escape.txt', 'x'), /\.\.|invalid|path/i, 'writing ../escape.txt')
   await throws(() => sbx.files.read('/home/user/../../etc/passwd'), /\.\.|invalid|path/i, 'reading through ..')

@@ -96,11 +96,25 @@ TEST(E2bWire, PathsMapOntoTheWorkDirOnly) {
   EXPECT_FALSE(WorkDirPath("/home/user").has_value());        // a directory
   // ".." is passed on as it is: the session's file calls refuse it (Sessions::WriteFile).
   EXPECT_EQ(WorkDirPath("/home/user/../x").value(), "../x");
-  EXPECT_EQ(SandboxPath("/home/user/x"), "/work/x");
-  EXPECT_EQ(SandboxPath("~"), "/work");
-  EXPECT_EQ(SandboxPath("/tmp"), "/tmp");
-  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+  EXPECT_NE(WorkDirPath("/work").error().find("is a directory"), std::string::npos);  // the home
+  EXPECT_NE(WorkDirPath("/workspace/a").error().find("outside the sandbox's home (/home/user"),
+            std::string::npos);
 }
+
+TEST(E2bWire, TheHomeHasOneNameInsideTheSandbox) {
+  EXPECT_EQ(SandboxPath("/home/user/x"), "/home/user/x");
+  EXPECT_EQ(SandboxPath("/home/user"), "/home/user");
+  EXPECT_EQ(SandboxPath("~"), "/home/user");
+  EXPECT_EQ(SandboxPath("~/a/b.txt"), "/home/user/a/b.txt");
+  EXPECT_EQ(SandboxPath("/work"), "/home/user");
+  EXPECT_EQ(SandboxPath("/work/a.txt"), "/home/user/a.txt");
+  EXPECT_EQ(SandboxPath("/workspace/a.txt"), "/workspace/a.txt");  // only the alias itself
+  EXPECT_EQ(SandboxPath("~user/a.txt"), "~user/a.txt");
+  EXPECT_EQ(SandboxPath("a.txt"), "a.txt");  // relative: to the home, where it runs
+  EXPECT_EQ(SandboxPath("/tmp"), "/tmp");
+}
+
+TEST(E2bWire, ShellQuoting) { EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'"); }
 
 }  // namespace
 }  // namespace execbox::api::e2b

@@ -47,10 +47,11 @@ std::string RpcCodeOf(const engine::Refusal& refusal) {
   return "internal";
 }
 
-// An absolute path inside the sandbox, without a trailing slash ("/home/user" is the work dir).
+// An absolute path inside the sandbox, without a trailing slash: a relative one is relative to
+// the home, as envd makes it; the home by its one name, so what is answered is under it.
 std::string AbsoluteInSandbox(std::string_view sent) {
   std::string path = SandboxPath(sent);
-  if (path.empty() || path.front() != '/') path = std::string(kWorkDir) + (path.empty() ? "" : "/" + path);
+  if (path.empty() || path.front() != '/') path = std::string(kHome) + (path.empty() ? "" : "/" + path);
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   return path;
 }
@@ -216,7 +217,7 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
       const std::string& p = paths[i];
       written.push_back({{"name", p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1)},
                          {"type", "file"},
-                         {"path", std::string(kWorkDir) + "/" + p}});
+                         {"path", std::string(kHome) + "/" + p}});
     }
     SendJson(*exchange, 200, written);
   });

@@ -217,7 +217,7 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                       std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
   const std::string& method = request.method;
   auto describe = [](const Sandbox::Context& c) {
-    return nlohmann::json{{"id", c.id}, {"language", "python"}, {"cwd", c.cwd.empty() ? kWorkDir : c.cwd}};
+    return nlohmann::json{{"id", c.id}, {"language", "python"}, {"cwd", c.cwd.empty() ? kHome : c.cwd}};
   };
   if (request.path == "/contexts") {
     if (method == "GET") {
@@ -236,7 +236,7 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     auto id = RandomHex(8);
     if (!id) return SendError(*exchange, 500, "no randomness for a context id");
     Sandbox::Context context{.id = *id, .cwd = cwd.is_string() ? SandboxPath(cwd.get<std::string>()) : ""};
-    if (context.cwd == kWorkDir) context.cwd.clear();
+    if (context.cwd == kHome) context.cwd.clear();
     std::lock_guard lock(sandbox->mu);
     if (sandbox->contexts.size() >= kMaxContexts)
       return SendError(*exchange, 400,

@@ -203,10 +203,10 @@ std::expected<std::string, std::string> WorkDirPath(std::string_view path) {
     }
     return false;
   };
-  if (!strip("~") && !strip(kE2bHome) && !strip(kWorkDir) && rest.starts_with('/')) {
+  if (!strip("~") && !strip(kHome) && !strip(kWorkDirAlias) && rest.starts_with('/')) {
     return std::unexpected("'" + std::string(path.substr(0, 200)) + "' is outside the sandbox's home (" +
-                           kE2bHome + ", which is " + kWorkDir +
-                           " in execbox); files elsewhere are reachable only from code or commands");
+                           kHome + ", also " + kWorkDirAlias +
+                           "); files elsewhere are reachable only from code or commands");
   }
   while (rest.starts_with('/')) rest.remove_prefix(1);
   if (rest.empty())
@@ -215,9 +215,10 @@ std::expected<std::string, std::string> WorkDirPath(std::string_view path) {
 }
 
 std::string SandboxPath(std::string_view path) {
-  if (path == "~" || path == kE2bHome) return kWorkDir;
-  for (std::string_view home : {std::string_view("~/"), std::string_view("/home/user/")}) {
-    if (path.starts_with(home)) return std::string(kWorkDir) + "/" + std::string(path.substr(home.size()));
+  for (std::string_view other : {std::string_view("~"), std::string_view(kWorkDirAlias)}) {
+    if (path == other) return kHome;
+    if (path.starts_with(other) && path.size() > other.size() && path[other.size()] == '/')
+      return std::string(kHome) + std::string(path.substr(other.size()));
   }
   return std::string(path);
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/result.h"
+#include "jail/policy.h"
 
 namespace execbox::api::e2b {
 
@@ -20,10 +21,11 @@ namespace execbox::api::e2b {
 // >= 0.4.0 sends no default user, >= 0.5.7 may upload as application/octet-stream, and file
 // metadata (>= 0.6.2) is refused by the SDK itself, which this server does not keep.
 inline constexpr const char* kEnvdVersion = "0.5.7";
-// Where the SDKs expect the user's files; in execbox the sandbox's work dir is /work, and paths
-// under either name mean the same files.
-inline constexpr const char* kE2bHome = "/home/user";
-inline constexpr const char* kWorkDir = "/work";
+// The sandbox's home, where the SDKs expect the user's files: its work dir. /work is another name
+// of it (jail::kWorkDirAlias), taken from a client and answered as /home/user, the name E2B's
+// envd gives (it resolves links in what it lists).
+inline constexpr const char* kHome = jail::kHomeDir;
+inline constexpr const char* kWorkDirAlias = jail::kWorkDirAlias;
 
 // One NDJSON line (with its '\n') of /execute's stream.
 std::string Line(const nlohmann::json& message);
@@ -60,11 +62,12 @@ std::expected<std::vector<FormFile>, std::string> ParseMultipart(std::string_vie
                                                                  std::string_view body);
 
 // A path the SDK sent, for a file the host reads or writes in the work dir: relative to the
-// sandbox's home, or absolute under /home/user or /work. The path relative to the work dir, or
-// why not (a path elsewhere in the sandbox, which only code inside it can reach).
+// sandbox's home, or under ~, /home/user or /work. The path relative to the work dir, or why
+// not (a path elsewhere in the sandbox, which only code inside it can reach).
 std::expected<std::string, std::string> WorkDirPath(std::string_view path);
-// A path the SDK sent, as code inside the sandbox sees it: /home/user/... becomes /work/..., a
-// relative path stays relative (to the work dir), "~" is the home.
+// A path the SDK sent, as code inside the sandbox names it, with the home by one name: "~",
+// "~/...", "/work" and "/work/..." become /home/user[/...]; a relative path stays relative (to
+// the home, the cwd of what runs there); any other path is left as it is.
 std::string SandboxPath(std::string_view path);
 // Quoted for a POSIX shell ('...' with each ' as '\'').
 std::string ShellQuote(std::string_view text);
