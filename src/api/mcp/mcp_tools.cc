@@ -245,8 +245,9 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
            "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
            "matplotlib and scipy available) and returns stdout, stderr, the last expression's value, errors "
            "with "
-           "tracebacks, and matplotlib figures as PNG images. Pass session_id to keep variables between "
-           "calls. "
+           "tracebacks, and matplotlib figures as PNG images. The code runs in its home, /home/user (also "
+           "named /work), the working directory, whose files it writes are listed in the result. Pass "
+           "session_id to keep variables and files between calls. "
            "Limits not given take this server's defaults (see each argument's default and maximum)." +
                installed,
            ToolInputSchema(kExecutePythonTool, limits, wheelhouse.has_value()), ExecuteOutputSchema()),

@@ -46,7 +46,8 @@ constexpr RequestField kTable[] = {
      .items = JsonType::kObject,
      .component = "InputFile",
      .descriptions = {{{kExecutions,
-                        "Files placed in the work dir before the code starts: at most 32 by default (a "
+                        "Files placed in the work dir (the sandbox's home and working directory, "
+                        "`/home/user`, also named `/work`) before the code starts: at most 32 by default (a "
                         "server setting; more is 422), names unique, and all of them together no larger than "
                         "the work dir (`limits.disk_mb`; more is 413)."}}}},
     // In a tool's arguments each limit is an argument of its own (a flat list of numbers is
