@@ -138,6 +138,30 @@ TEST_P(Repl, FilesTheCellWroteAreListed) {
   EXPECT_EQ(r.out, "[file notes.txt, 5 bytes, text/plain]\n5\n") << r.err;
 }
 
+// A warm session's home is /home/user (its cwd and HOME, a shell's too), and /work names it:
+// what one cell writes under either name the next reads under the other.
+TEST_P(Repl, TheHomeIsHomeUserAndWorkNamesItAcrossCells) {
+  Invocation r = Session(
+      "_ = open('/work/a.txt', 'w').write('w')\n"
+      "open('/home/user/a.txt').read()\n"
+      "_ = open('/home/user/b.txt', 'w').write('h')\n"
+      "open('/work/b.txt').read()\n"
+      "import os, subprocess\n"
+      "os.getcwd(), os.environ['HOME'], os.path.expanduser('~'), "
+      "subprocess.run(['/bin/bash', '-c', 'pwd'], capture_output=True, text=True).stdout\n",
+      {"--json"});
+  REPL_STARTED(r);
+  auto lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 6u) << r.out << r.err;
+  for (const auto& j : lines) ASSERT_TRUE(j.is_object() && j["status"] == "ok") << r.out;
+  EXPECT_EQ(lines[0]["files"][0]["name"], "a.txt") << lines[0].dump();
+  EXPECT_EQ(lines[1]["result"]["data"]["text/plain"], "'w'");
+  EXPECT_EQ(lines[2]["files"][0]["name"], "b.txt") << lines[2].dump();
+  EXPECT_EQ(lines[3]["result"]["data"]["text/plain"], "'h'");
+  EXPECT_EQ(lines[5]["result"]["data"]["text/plain"],
+            "('/home/user', '/home/user', '/home/user', '/home/user\\n')");
+}
+
 TEST_P(Repl, JsonGivesOneResultPerCell) {
   Invocation r = Session("x = 1\nx + 1\n1 / 0\nprint('out')\n", {"--json"});
   REPL_STARTED(r);

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "e2e/harness.h"
 #include "lib/test_paths.h"
@@ -114,7 +116,37 @@ TEST_P(Run, RunsAsUnprivilegedIdInside) {
   Invocation r =
       Code("import os, socket\nprint(os.getuid(), os.getgid(), socket.gethostname(), os.getcwd())\n");
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
-  EXPECT_EQ(r.json["stdout"], "1000 1000 sandbox /work\n");
+  EXPECT_EQ(r.json["stdout"], "1000 1000 sandbox /home/user\n");
+}
+
+// The home is the work dir: the cwd, HOME, the home of the user "user" (/etc/passwd), also for a
+// shell; /work is the same directory, both ways, and a file written under either name comes
+// back once, named relative to the home.
+TEST_P(Run, TheHomeIsTheWorkDirAndWorkIsItsAlias) {
+  Invocation r = Code(R"py(
+import os, pwd, grp, subprocess
+open('/work/a.txt', 'w').write('via work')
+open('/home/user/b.txt', 'w').write('via home')
+print(open('/home/user/a.txt').read(), open('/work/b.txt').read(), os.path.realpath('/work'))
+u = pwd.getpwuid(os.getuid())
+print(os.getcwd(), os.environ['HOME'], os.path.expanduser('~'), u.pw_name, u.pw_dir, u.pw_shell,
+      grp.getgrgid(os.getgid()).gr_name)
+print(subprocess.run(['/bin/bash', '-c', 'pwd; echo ~; cd /work && pwd -P'], capture_output=True,
+                     text=True).stdout, end='')
+print(open('/etc/passwd').read().splitlines()[:2])
+)py");
+  ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
+  EXPECT_EQ(r.json["status"], "ok") << r.json.dump(2);
+  EXPECT_EQ(r.json["stdout"],
+            "via work via home /home/user\n"
+            "/home/user /home/user /home/user user /home/user /bin/bash user\n"
+            "/home/user\n/home/user\n/home/user\n"
+            "['root:x:0:0:root:/root:/usr/sbin/nologin', 'user:x:1000:1000:user:/home/user:/bin/bash']\n")
+      << r.json.dump(2);
+  std::vector<std::string> names;
+  for (const auto& f : r.json["files"]) names.push_back(f["name"]);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.txt", "b.txt"})) << r.json["files"].dump();
 }
 
 TEST_P(Run, ReportsLimitsAndLayers) {
