@@ -42,8 +42,9 @@ class UnprivilegedServeTest(ApiTestCase):
         code = (
             "import os, socket\n"
             "seen = []\n"
-            "for path in ('/etc/shadow', '/root', '/home'):\n"
+            "for path in ('/etc/shadow', '/root'):\n"
             "    seen.append((path, os.path.exists(path)))\n"
+            "seen.append(('home', sorted(os.listdir('/home'))))\n"
             "try:\n"
             "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
             "    seen.append('net')\n"
@@ -53,6 +54,8 @@ class UnprivilegedServeTest(ApiTestCase):
         )
         result = self.assertResult(self.server.execute(code), "ok")
         self.assertNotIn("True", result["stdout"])
+        # /home holds the sandbox's own home only, none of the host's.
+        self.assertIn("('home', ['user'])", result["stdout"])
         self.assertNotIn("net", result["stdout"].replace("'/", ""))
 
     def test_limits_hold(self):
