@@ -138,7 +138,9 @@ int main(int argc, char** argv) {
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;
   setup.landlock =
-      execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full"});
+      execbox::jail::MakeLandlockPlan({"/work", "/tmp", "/dev/shm"}, {"/dev/null", "/dev/zero", "/dev/full",
+                                                                      // a session's ptys (its own devpts)
+                                                                      "/dev/pts"});
   setup.before_fork = BeforeFork;
   setup.after_fork_parent = AfterForkParent;
   setup.after_fork_child = AfterForkChild;
