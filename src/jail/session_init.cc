@@ -36,6 +36,10 @@ using init_wire::Op;
 #define TIOCGPTPEER _IO('T', 0x41)
 #endif
 
+// Code that runs in the clone's child, on g_clone_stack: a sanitizer build must not instrument
+// it (ASan cannot tell that stack, and its noreturn handling would write to the child's stderr).
+#define EXECBOX_CLONE_CHILD __attribute__((no_sanitize("address", "undefined")))
+
 constexpr size_t kCloneStack = 64 << 10;
 constexpr const char* kDefaultPath = "/usr/local/bin:/usr/bin:/bin";
 
@@ -122,7 +126,7 @@ struct Spawn {
   const char* volatile step = nullptr;
 };
 
-[[noreturn]] void ChildFail(Spawn& s, const char* step) noexcept {
+[[noreturn]] EXECBOX_CLONE_CHILD void ChildFail(Spawn& s, const char* step) noexcept {
   s.err = errno != 0 ? errno : EINVAL;
   s.step = step;
   ::_exit(127);
@@ -130,7 +134,7 @@ struct Spawn {
 
 // execvpe without allocation: `file` as is when it has a slash, else each directory of the
 // search path in turn (ENOENT and ENOTDIR try the next; EACCES is kept, as the shell does).
-[[noreturn]] void ExecSearching(Spawn& s) noexcept {
+[[noreturn]] EXECBOX_CLONE_CHILD void ExecSearching(Spawn& s) noexcept {
   const char* file = s.argv[0];
   if (std::strchr(file, '/') != nullptr) {
     ::execve(file, s.argv, s.envp);
@@ -169,7 +173,7 @@ struct Spawn {
 
 // The clone's child: a session (and process group) of its own, its descriptors, its working
 // directory, default signals, then the exec. Allocation-free: it runs on the init's memory.
-int ChildMain(void* arg) noexcept {
+EXECBOX_CLONE_CHILD int ChildMain(void* arg) noexcept {
   Spawn& s = *static_cast<Spawn*>(arg);
   errno = 0;
   ResetSignals();  // the init's blocked SIGCHLD, and the ignored SIGPIPE and SIGXFSZ
