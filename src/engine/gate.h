@@ -163,6 +163,37 @@ class Gate {
   Refused<std::string> ReadSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                        uint64_t max_bytes);
 
+  // A session's processes besides its kernel (session_processes.h), for the session's owner
+  // only (to anyone else the session does not exist). A start is audited (the command as the
+  // audit's code) and refused while shutting down; it restarts a session whose sandbox had
+  // ended (as an upload does). A signal is audited. None waits for a running execution.
+  Refused<ProcessInfo> StartProcess(const Caller& caller, const std::string& id, const ProcessSpec& spec,
+                                    const Origin& origin);
+  Refused<std::vector<ProcessInfo>> ListProcesses(const Caller& caller, const std::string& id);
+  Refused<ProcessInfo> GetProcess(const Caller& caller, const std::string& id, int32_t pid);
+  Refused<void> WriteProcessInput(const Caller& caller, const std::string& id, int32_t pid,
+                                  std::string_view data);
+  Refused<void> CloseProcessInput(const Caller& caller, const std::string& id, int32_t pid);
+  Refused<void> SignalProcess(const Caller& caller, const std::string& id, int32_t pid, int signal,
+                              const Origin& origin);
+  Refused<void> ResizeProcess(const Caller& caller, const std::string& id, int32_t pid, uint16_t rows,
+                              uint16_t cols);
+  // The process's output from `from` (SessionProcesses::Read): with `wait_until`, waits for
+  // some first (a follower), until the process ended, `cancel`, or the time.
+  Refused<SessionProcesses::Output> ReadProcessOutput(
+      const Caller& caller, const std::string& id, int32_t pid, uint64_t from, size_t max_bytes,
+      std::optional<std::chrono::steady_clock::time_point> wait_until, const std::atomic<bool>* cancel);
+  Refused<ProcessInfo> WaitProcess(const Caller& caller, const std::string& id, int32_t pid,
+                                   std::chrono::steady_clock::time_point until,
+                                   const std::atomic<bool>* cancel);
+  // The caller's session's process table itself (its owner checked now; `restart` as
+  // Sessions::Processes), for a caller that stays with it: a follower of a process's output
+  // reads on until the process ends, even when the session closes meanwhile. Its failures
+  // become refusals through FromProcess.
+  Refused<std::shared_ptr<SessionProcesses>> ProcessesOf(const Caller& caller, const std::string& id,
+                                                         bool restart = false);
+  Refusal FromProcess(const ProcessFailure& failure) const;
+
   // What the sandbox's interpreter has installed (packages.h): listed once, by running the
   // listing in a sandbox with this server's default limits, then kept. A failure is logged under
   // an incident id and tried again at the next call. With a wheelhouse, its wheels too, read

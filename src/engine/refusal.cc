@@ -62,6 +62,20 @@ RefusalSpec RefusalSpecOf(RefusalReason reason) {
       return {K::kConflict, "no-wheelhouse", "No wheelhouse"};
     case R::kPackageInstallFailed:
       return {K::kUnprocessable, "package-install-failed", "Package install failed"};
+    case R::kProcessNotFound:
+      return {K::kNotFound, "process-not-found", "Process not found"};
+    case R::kProcessesFull:
+      return {K::kConflict, "processes-full", "Too many processes in the session"};
+    case R::kProcessNotRunning:
+      return {K::kConflict, "process-not-running", "Process not running"};
+    case R::kNoStdin:
+      return {K::kConflict, "no-stdin", "No stdin to write to"};
+    case R::kNotAPty:
+      return {K::kConflict, "not-a-pty", "Not a pty"};
+    case R::kStartFailed:
+      return {K::kUnprocessable, "start-failed", "Process could not start"};
+    case R::kSessionEnded:
+      return {K::kConflict, "session-ended", "Session's sandbox ended"};
     case R::kInternalError:
       break;
   }

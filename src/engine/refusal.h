@@ -56,6 +56,14 @@ enum class RefusalReason {
   kInvalidPackages,
   kNoWheelhouse,
   kPackageInstallFailed,
+  // a session's processes
+  kProcessNotFound,
+  kProcessesFull,
+  kProcessNotRunning,
+  kNoStdin,
+  kNotAPty,
+  kStartFailed,
+  kSessionEnded,
   kInternalError,  // last: a test walks them all
 };
 

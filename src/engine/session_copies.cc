@@ -131,6 +131,7 @@ void Sessions::RestoreSaved(Session& s) {
     return;
   }
   s.child = std::move(*child);
+  Rebind(s);
   s.restored = true;
   const uint64_t included = saved.session.included;
   s.restored_note = included >= s.executions
@@ -292,6 +293,7 @@ SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std:
   }
   if (s->child) pool_.Retire(std::move(s->child));
   s->child = std::move(*child);
+  Rebind(*s);
   s->undo.reset();
   s->next_reply_lost = false;  // the state is the checkpoint's, as the reply says
   s->lost_reason.clear();

@@ -10,16 +10,19 @@
 #include <string>
 #include <vector>
 
+#include "engine/session_processes.h"
 #include "engine/sessions.h"
 
 namespace execbox::engine {
 
 struct Sessions::Session {
   std::string id;
-  std::string owner;    // both set before the session is published, then never written
-  jail::Limits limits;  // what the child was made with
-  std::mutex run_mu;    // one execution at a time, in order of arrival
-  std::unique_ptr<jail::WarmChild> child;
+  std::string owner;                       // both set before the session is published, then never written
+  jail::Limits limits;                     // what the child was made with
+  std::mutex run_mu;                       // one execution at a time, in order of arrival
+  std::unique_ptr<jail::WarmChild> child;  // changed only with Rebind after (its processes follow it)
+  // Its processes besides the kernel: bound to the child's init, used without run_mu.
+  const std::shared_ptr<SessionProcesses> processes = std::make_shared<SessionProcesses>();
   uint64_t generation = 0;
   uint64_t executions = 0;
   bool next_reply_lost = false;  // the state was lost; say so in the next reply too

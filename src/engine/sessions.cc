@@ -103,6 +103,7 @@ Sessions::~Sessions() {
   for (auto& [id, s] : all) {
     std::lock_guard run(s->run_mu);
     s->child.reset();
+    Rebind(*s);
   }
 }
 
@@ -162,6 +163,7 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
   }
   std::lock_guard run(s->run_mu);
   s->child = std::move(*child);
+  Rebind(*s);
   Persist(*s, SealedSession::State::kEmpty, "");
   return InfoOf(*s);
 }
@@ -174,6 +176,9 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
   RestoreSaved(*s);
+  // The kernel may have ended since the last execution (a process of the session killed it, a
+  // thread called os._exit): the reply below says the state is gone.
+  if (s->child && s->child->alive() && !s->child->Probe()) Lost(*s, "exited");
   // Restart empty if the process is gone; the reply below says the state is gone
   // (next_reply_lost is already set).
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
@@ -189,6 +194,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   ++s->executions;
   if (!outcome) {
     s->child.reset();
+    Rebind(*s);
     s->next_reply_lost = true;
     s->lost_reason = "internal_error";
     ++s->generation;
@@ -211,6 +217,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
     s->lost_reason.clear();
   } else {
     s->child.reset();
+    Rebind(*s);
     s->lost_reason = LostReason(r);
     r.session->preserved = false;
     r.session->lost_reason = s->lost_reason;
@@ -220,8 +227,11 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   return r;
 }
 
+void Sessions::Rebind(Session& s) { s.processes->Bind(s.child ? s.child->init() : nullptr, &poller_); }
+
 void Sessions::Lost(Session& s, const char* reason) {
   s.child.reset();
+  Rebind(s);
   s.next_reply_lost = true;
   s.lost_reason = reason;
   ++s.generation;
@@ -233,6 +243,7 @@ SessionExpected<void> Sessions::EnsureChild(Session& s) {
   auto child = pool_.Acquire(s.limits, true);
   if (!child) return std::unexpected(Internal("could not restart the session: " + child.error().message));
   s.child = std::move(*child);
+  Rebind(s);
   return {};
 }
 
@@ -379,8 +390,27 @@ SessionExpected<void> Sessions::Close(const std::string& id) {
   std::lock_guard run(s->run_mu);  // ... and then its reply goes out
   s->closed = true;
   s->child.reset();  // kills the tree, removes the cgroup and with it every mount
+  Rebind(*s);        // every process ended with it
   if (store_) store_->Remove(id);
   return {};
+}
+
+SessionExpected<std::shared_ptr<SessionProcesses>> Sessions::Processes(const std::string& owner,
+                                                                       const std::string& id, bool restart) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  if (std::unique_lock run(s->run_mu, std::try_to_lock); run.owns_lock()) {
+    if (s->closed) return std::unexpected(NotFound(id));
+    s->last_used = std::chrono::system_clock::now();  // else an execution runs: it is in use
+  }
+  if (restart && !s->processes->ready()) {
+    std::lock_guard run(s->run_mu);
+    if (s->closed) return std::unexpected(NotFound(id));
+    RestoreSaved(*s);
+    if (s->child && s->child->alive() && !s->child->Probe()) Lost(*s, "exited");
+    if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
+  }
+  return s->processes;
 }
 
 size_t Sessions::size() {

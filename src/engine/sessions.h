@@ -31,7 +31,9 @@
 #include "base/error.h"
 #include "engine/execute_options.h"
 #include "engine/pool.h"
+#include "engine/process_poller.h"
 #include "engine/result.h"
+#include "engine/session_processes.h"
 #include "engine/session_store.h"
 #include "engine/state_copy.h"
 #include "runtime/python_program.h"
@@ -172,6 +174,13 @@ class Sessions {
   // exist, is not a regular file, or reaches through a symlink; kTooLarge past max_bytes.
   SessionExpected<std::string> ReadFile(const std::string& owner, const std::string& id,
                                         const std::string& path, uint64_t max_bytes);
+  // The session's processes besides its kernel (session_processes.h), for its owner. Process
+  // calls never wait for a running execution; each counts as use for the idle TTL when no
+  // execution runs. `restart`: a session whose sandbox has ended (its kernel ended between
+  // executions) is restarted first, empty, as a file upload does (the next execution's reply
+  // says the state was lost): for a start.
+  SessionExpected<std::shared_ptr<SessionProcesses>> Processes(const std::string& owner,
+                                                               const std::string& id, bool restart = false);
   size_t size();
   // Closes sessions idle past the TTL now (the background sweep calls it too).
   size_t SweepIdle();
@@ -192,7 +201,9 @@ class Sessions {
   SessionExpected<void> Close(const std::string& id);
   SessionInfo InfoOf(Session& s);
   // The session's process is gone (found outside an execution): the next reply says so.
-  static void Lost(Session& s, const char* reason);
+  void Lost(Session& s, const char* reason);
+  // The session's processes follow its child (a new one, or none): after every change of it.
+  void Rebind(Session& s);
   // Restarts a session whose process is gone; false with the reason when no child is available.
   SessionExpected<void> EnsureChild(Session& s);
   // The snapshot before an execution, for Undo (a session created with checkpoint).
@@ -214,6 +225,8 @@ class Sessions {
 
   Pool& pool_;
   SessionOptions options_;
+  // Reads every session's processes' output and inits' reports; outlives the sessions below.
+  ProcessPoller poller_;
   std::unique_ptr<SessionStore> store_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;

@@ -94,7 +94,7 @@ std::string TmpfsOptions(uint64_t bytes, uint64_t inodes, const char* mode, cons
   return o;
 }
 
-void AddDev(PlanBuilder& b, const Limits& l) {
+void AddDev(PlanBuilder& b, const Limits& l, bool zygote) {
   b.Tmpfs("/dev", "size=65536,nr_inodes=64,mode=0755", 0755);
   for (const char* dev : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
     (void)b.Bind(dev, true, Kind::kBindDevice);
@@ -105,6 +105,11 @@ void AddDev(PlanBuilder& b, const Limits& l) {
   b.Symlink("/dev/stderr", "/proc/self/fd/2");
   // A private /dev/shm: multiprocessing's semaphores live here.
   b.Tmpfs("/dev/shm", TmpfsOptions(l.shm_bytes, 1024, "1777"), 01777);
+  // Where a warm session mounts its own devpts instance (warm_child_setup.cc).
+  if (zygote) {
+    b.Dir("/dev/pts");
+    b.Symlink("/dev/ptmx", "pts/ptmx");
+  }
 }
 
 std::vector<ResourceLimit> MakeRlimits(const Limits& l, bool rlimit_memory) {
@@ -148,7 +153,7 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
       return std::unexpected(s.error());
     if (bind.writable) writable.push_back(bind.inside.empty() ? bind.path : bind.inside);
   }
-  AddDev(b, l);
+  AddDev(b, l, policy.zygote);
   b.Tmpfs("/tmp", TmpfsOptions(l.tmp_bytes, l.inodes, "1777"), 01777);
   std::string owner = "uid=" + std::to_string(policy.uid) + ",gid=" + std::to_string(policy.gid);
   b.Tmpfs(policy.work_dir, TmpfsOptions(l.work_dir_bytes, l.inodes, "0700", owner), 0700);

@@ -79,6 +79,8 @@ class Watch {
   std::optional<Ending> stop_reason() const { return stop_reason_; }
   bool exited() const { return exited_; }
   int wait_status() const { return wait_status_; }
+  // A session's: the kernel's status as its init reported it, over the init's own.
+  void OverrideWaitStatus(int status) { wait_status_ = status; }
   uint64_t tree_cpu_us() const { return tree_cpu_us_; }
   uint64_t tree_maxrss_kib() const { return tree_maxrss_kib_; }
   Clock::time_point started_at() const { return started_at_; }

@@ -171,6 +171,12 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
     watch.Collect(files == FilesAfter::kSend);
   }
   control_ = std::move(ch.control_host);
+  // The zygote saw the init exit: how the kernel ended is the init's to say (it said so before
+  // it exited). An init killed outright (a stop, the whole group killed) said nothing: its own
+  // status stands.
+  if (init_ && watch.exited()) {
+    if (auto status = init_->AwaitKernelStatus(std::chrono::seconds(1))) watch.OverrideWaitStatus(*status);
+  }
   if (!options_.session || !watch.report_done() || watch.stop_reason()) alive_ = false;
   out.ended_by_report = watch.report_done() && !watch.stop_reason();
 
@@ -299,8 +305,7 @@ bool WarmChild::Probe() {
 WarmChild::Memory WarmChild::ReadMemory() const {
   Memory m;
   if (!alive_ || !cgroup_) return m;
-  // The child is the code's process.
-  auto rollup = ReadFile("/proc/" + std::to_string(pid_) + "/smaps_rollup", 1 << 16);
+  auto rollup = ReadFile("/proc/" + std::to_string(kernel_pid_) + "/smaps_rollup", 1 << 16);
   if (!rollup) return m;
   auto field = [&](std::string_view key) -> uint64_t {
     size_t at = rollup->find(std::string(key) + ":");

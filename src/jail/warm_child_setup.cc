@@ -20,6 +20,7 @@
 
 #include "jail/child_fs.h"
 #include "jail/lockdown.h"
+#include "jail/session_init.h"
 #include "jail/warm_host.h"
 #include "jail/wire.h"
 
@@ -27,6 +28,7 @@ namespace execbox::jail {
 namespace {
 
 constexpr int kChannelFd = 3;
+constexpr int kInitFd = 4;  // a session's: the init's socket to the host
 
 [[noreturn]] void SetupFail(int control, const char* step) noexcept {
   wire::Header h{.kind = wire::Kind::kSetupFailed, .a = errno};
@@ -51,8 +53,30 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
 }
 
-// The code's process, isolated: locked down before it waits for code.
-[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, const ZygoteSetup& setup) noexcept {
+// A session's process, locked down: it forks, the child goes on to be the kernel, and this
+// process stays pid 1 as the session's init (session_init.h). SIGCHLD is blocked across the
+// fork, so the init cannot miss the kernel's end; the kernel unblocks it. The init keeps the
+// dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors.
+void ForkSessionInit(int channel, int init) noexcept {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &chld, nullptr);
+  pid_t kernel = ::fork();
+  if (kernel < 0) CodeFail(channel, "fork the session's kernel");
+  if (kernel > 0) {
+    ::close(channel);
+    RunSessionInit(init, kernel);
+  }
+  ::close(init);
+  ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+  if (::setsid() < 0) CodeFail(channel, "setsid");
+}
+
+// The code's process, isolated: locked down before it waits for code. `init` (a session's,
+// else -1) is the socket the session's init serves the host on.
+[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, int init,
+                          const ZygoteSetup& setup) noexcept {
   // Refused only where the zygote's own jail was refused one too (its layers say so).
   if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
   ResetSignals();  // the zygote's blocked SIGCHLD included
@@ -62,16 +86,21 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   if (::setsid() < 0) CodeFail(channel, "setsid");
 
   int high = ::fcntl(channel, F_DUPFD, 64);
+  int high_init = init >= 0 ? ::fcntl(init, F_DUPFD, 64) : -1;
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (high < 0 || null < 0) CodeFail(channel, "open /dev/null");
+  if (high < 0 || null < 0 || (init >= 0 && high_init < 0)) CodeFail(channel, "open /dev/null");
   for (int fd = 0; fd < 3; ++fd) {
     if (::dup2(null, fd) < 0) CodeFail(channel, "place descriptors");
   }
   if (::dup2(high, kChannelFd) < 0) CodeFail(channel, "place the channel");
   channel = kChannelFd;
+  if (init >= 0) {
+    if (::dup2(high_init, kInitFd) < 0) CodeFail(channel, "place the init's socket");
+    init = kInitFd;
+  }
   // Everything else the zygote held goes here: its command socket, the other children's
   // control sockets and work dirs.
-  ::close_range(kChannelFd + 1, ~0U, 0);
+  ::close_range(init >= 0 ? kInitFd + 1 : kChannelFd + 1, ~0U, 0);
 
   const rlim_t memlock = 64 << 10;
   const struct {
@@ -94,6 +123,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
 
   if (const char* step = LockDown(setup.landlock, *setup.seccomp)) CodeFail(channel, step);
+  if (init >= 0) ForkSessionInit(channel, init);
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
@@ -103,7 +133,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 
 }  // namespace
 
-void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
+void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int link,
               const ZygoteSetup& setup) noexcept {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) SetupFail(control, "PR_SET_PDEATHSIG");
   // The host reads this process's pid from the message's credentials and moves it into the
@@ -122,6 +152,12 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
     SetupFail(control, "mount the work dir");
   if (MountTmpfs("/tmp", spec.tmp_bytes, spec.inodes, "1777") != 0) SetupFail(control, "mount /tmp");
   if (MountTmpfs("/dev/shm", spec.shm_bytes, 1024, "1777") != 0) SetupFail(control, "mount /dev/shm");
+  // A session's own pseudo-terminals (its init opens them for the host). Without it a session
+  // works as before and a pty start says why it failed.
+  if (spec.session != 0) {
+    (void)::mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620");
+  }
   (void)::sethostname("sandbox", 7);
 
   // The zygote serves the host's file requests and collections from here on, through this
@@ -132,7 +168,7 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
   ::close(workfd);
   ::close(link);
   ::close(control);  // the code never holds the host's control socket
-  RunCode(spec, channel, setup);
+  RunCode(spec, channel, init, setup);
 }
 
 }  // namespace execbox::jail

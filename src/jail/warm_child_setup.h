@@ -10,9 +10,12 @@ namespace execbox::jail {
 // child's cgroup), waits for kGo, makes its own mount, network, IPC, UTS and cgroup
 // namespaces and its tmpfs mounts, hands the zygote its work dir on `link` (one byte with the
 // descriptor), lets go of `control` and `link`, locks itself down, writes 'R' on `channel`
-// and runs the code. A failure before the hand-over goes to the host as kSetupFailed on
-// `control`; after it, as 'F' and text on `channel`.
-[[noreturn]] void RunChild(const WarmChildSpec& spec, int control, int channel, int link,
+// and runs the code. A session child (`init` >= 0: the socket its init serves the host on)
+// mounts a devpts instance of its own and forks once locked down: the child writes 'R' and
+// runs the code, this process stays pid 1 as the session's init (session_init.h). A failure
+// before the hand-over goes to the host as kSetupFailed on `control`; after it, as 'F' and
+// text on `channel`.
+[[noreturn]] void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int link,
                            const ZygoteSetup& setup) noexcept;
 
 }  // namespace execbox::jail

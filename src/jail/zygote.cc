@@ -96,6 +96,40 @@ Expected<std::pair<UniqueFd, UniqueFd>> StreamPair() {
   return std::pair{UniqueFd(sv[0]), UniqueFd(sv[1])};
 }
 
+// One read of the channel; `pid` is the sender's (in the host's pid namespace) when its
+// credentials came with it (SO_PASSCRED), else left as it is.
+ssize_t RecvWithPid(int fd, char* buf, size_t size, pid_t& pid) {
+  char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+  struct iovec iov = {.iov_base = buf, .iov_len = size};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  for (struct cmsghdr* c = n > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+      struct ucred cred {};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      pid = cred.pid;
+    }
+  }
+  return n;
+}
+
+// The parent of `pid` as the host's /proc says, or -1.
+pid_t ParentOf(pid_t pid) {
+  auto stat = ReadFile("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (!stat) return -1;
+  size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 4 >= stat->size()) return -1;
+  // ") S PPID ..."
+  size_t at = stat->find(' ', close + 2);
+  if (at == std::string::npos) return -1;
+  auto ppid = ParseU64(stat->substr(at + 1, stat->find(' ', at + 1) - at - 1));
+  return ppid ? static_cast<pid_t>(*ppid) : -1;
+}
+
 std::string ControlFailure(const wire::Header& h) {
   wire::Header copy = h;
   copy.text[sizeof copy.text - 1] = '\0';
@@ -244,6 +278,16 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
   if (::setsockopt(control->first.Get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0) {
     return FailErrno("SO_PASSCRED");
   }
+  // A session's init serves the host on a socket of its own (session_init.h); its kernel is
+  // its child, whose pid the host reads from the credentials of the ready byte.
+  int init_pair[2] = {-1, -1};
+  if (options.session) {
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, init_pair) != 0)
+      return FailErrno("socketpair for the session's init");
+    if (::setsockopt(channel->first.Get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
+      return FailErrno("SO_PASSCRED");
+  }
+  UniqueFd init_host(init_pair[0]), init_child(init_pair[1]);
   struct stat channel_st {};
   if (::fstat(channel->second.Get(), &channel_st) != 0) return FailErrno("fstat the channel");
   const Limits& l = options.limits;
@@ -259,14 +303,15 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
   {
     std::lock_guard lock(command_mu_);
     if (dead_ || !launched_) return Fail("the zygote is gone");
-    int fds[2] = {control->second.Get(), channel->second.Get()};
-    if (!SendWithFds(launched_->ch.report_read.Get(), &spec, sizeof spec, fds, 2)) {
+    int fds[3] = {control->second.Get(), channel->second.Get(), init_child.Get()};
+    if (!SendWithFds(launched_->ch.report_read.Get(), &spec, sizeof spec, fds, options.session ? 3 : 2)) {
       dead_ = true;
       return FailErrno("send a spawn command to the zygote");
     }
   }
   control->second.Reset();
   channel->second.Reset();
+  init_child.Reset();
 
   std::unique_ptr<WarmChild> child(new WarmChild());
   child->options_ = options;
@@ -297,6 +342,7 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
 
   // Ready: one byte on the channel. Failure: 'F' and text there, or a setup failure on control.
   int chan = child->channel_.Get();
+  pid_t kernel = pid;  // a one-shot child is its code's process
   for (;;) {
     struct pollfd p[2] = {{.fd = chan, .events = POLLIN, .revents = 0},
                           {.fd = ctl, .events = POLLIN, .revents = 0}};
@@ -306,8 +352,13 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
       return FailErrno("poll");
     if (p[0].revents != 0) {
       char buf[256] = {};
-      ssize_t n = ::recv(chan, buf, sizeof buf - 1, 0);
-      if (n == 1 && buf[0] == 'R') break;
+      pid_t sender = -1;
+      ssize_t n = options.session ? RecvWithPid(chan, buf, sizeof buf - 1, sender)
+                                  : ::recv(chan, buf, sizeof buf - 1, 0);
+      if (n == 1 && buf[0] == 'R') {
+        if (options.session) kernel = sender;
+        break;
+      }
       if (n > 1 && buf[0] == 'F') return Fail(std::string("warm child setup failed at ") + (buf + 1));
       return Fail("the warm child ended before it was ready");
     }
@@ -318,7 +369,23 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
       // kExited: the code's process died; its 'F' text (if any) is on the channel.
     }
   }
-  auto code = CodeProcess::Open(pid, child->pidfd_.Get(), channel_st.st_ino);
+  int kernel_pidfd = child->pidfd_.Get();
+  UniqueFd kernel_pidfd_owned;
+  if (options.session) {
+    // The ready byte came from the kernel, before any code ran: its pid is the kernel's, and
+    // the kernel is the init's child (checked again once held by a pidfd, so not a reused pid).
+    int off = 0;
+    (void)::setsockopt(chan, SOL_SOCKET, SO_PASSCRED, &off, sizeof off);
+    if (kernel <= 0 || kernel == pid || ParentOf(kernel) != pid)
+      return Fail("the session's kernel is not the init's child");
+    kernel_pidfd_owned.Reset(static_cast<int>(::syscall(SYS_pidfd_open, kernel, 0)));
+    if (!kernel_pidfd_owned.Valid() || ParentOf(kernel) != pid)
+      return FailErrno("pidfd_open of the session's kernel");
+    kernel_pidfd = kernel_pidfd_owned.Get();
+    child->init_ = std::make_shared<InitLink>(std::move(init_host));
+  }
+  child->kernel_pid_ = kernel;
+  auto code = CodeProcess::Open(kernel, kernel_pidfd, channel_st.st_ino);
   if (!code) return std::unexpected(Context("warm child", code.error()));
   child->code_ = std::move(*code);
   child->alive_ = true;

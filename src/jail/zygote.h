@@ -18,6 +18,7 @@
 #include "base/unique_fd.h"
 #include "jail/cgroup.h"
 #include "jail/done_check.h"
+#include "jail/init_link.h"
 #include "jail/sandbox.h"
 
 namespace execbox::jail {
@@ -94,6 +95,10 @@ class WarmChild {
     uint64_t private_bytes = 0, pss_bytes = 0;
   };
   Memory ReadMemory() const;
+  // A session child's init (session_init.h): starts and signals the session's processes, and
+  // reports their ends and the kernel's. Null for a one-shot child. Shared: the owner's poller
+  // reads it, and the session's processes live as long as this child does.
+  std::shared_ptr<InitLink> init() const { return init_; }
 
  private:
   friend class Zygote;
@@ -103,8 +108,10 @@ class WarmChild {
                                       std::chrono::steady_clock::time_point deadline);
   FileFailure Broken(std::string message);
   WarmChildOptions options_;
-  pid_t pid_ = -1;  // host pid of the child (the code's process)
+  pid_t pid_ = -1;  // host pid of the child: the code's process, or a session's init
   UniqueFd pidfd_;
+  pid_t kernel_pid_ = -1;  // host pid of the code's process (a session's kernel: the init's child)
+  std::shared_ptr<InitLink> init_;
   UniqueFd control_, channel_;
   CodeProcess code_;  // what confirms a done marker (done_check.h)
   std::unique_ptr<Cgroup> cgroup_;

@@ -244,8 +244,9 @@ void Finish(Child& c, int status, const struct rusage& ru) {
   CloseAll(c);
 }
 
-// Receives one command: the spec and exactly two descriptors. False on EOF or a broken socket.
-bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& channel, bool& valid) {
+// Receives one command: the spec and exactly two descriptors, three for a session (its
+// init's socket). False on EOF or a broken socket.
+bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& channel, int& init, bool& valid) {
   char cbuf[CMSG_SPACE(sizeof(int) * 4)];
   struct iovec iov = {.iov_base = &spec, .iov_len = sizeof spec};
   struct msghdr msg {};
@@ -266,14 +267,15 @@ bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& chan
     for (size_t i = 0; i < count && nfds < 4; ++i)
       std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
   }
-  valid = n == static_cast<ssize_t>(sizeof spec) && spec.magic == kWarmSpawnMagic && nfds == 2 &&
-          (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+  valid = n == static_cast<ssize_t>(sizeof spec) && spec.magic == kWarmSpawnMagic &&
+          nfds == (spec.session != 0 ? 3 : 2) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
   if (!valid) {
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
     return true;
   }
   control = fds[0];
   channel = fds[1];
+  init = nfds == 3 ? fds[2] : -1;
   return true;
 }
 
@@ -321,29 +323,32 @@ class Zygote {
  private:
   void Command() {
     WarmChildSpec spec{};
-    int control = -1, channel = -1;
+    int control = -1, channel = -1, init = -1;
     bool valid = false;
-    if (!ReceiveCommand(command_fd_, spec, control, channel, valid)) ::_exit(0);  // the host is gone
+    if (!ReceiveCommand(command_fd_, spec, control, channel, init, valid)) ::_exit(0);  // the host is gone
     if (!valid) {
       std::fputs("execbox-worker: ignored a malformed spawn command\n", stderr);
       return;
     }
-    Spawn(spec, control, channel);
+    Spawn(spec, control, channel, init);
   }
 
-  void Spawn(const WarmChildSpec& spec, int control, int channel) {
+  void Spawn(const WarmChildSpec& spec, int control, int channel, int init) {
     int link[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0) {
       Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "socketpair");
-      ::close(control);
-      ::close(channel);
+      for (int fd : {control, channel, init}) {
+        if (fd >= 0) ::close(fd);
+      }
       return;
     }
     // The next fork lands in a new pid namespace as its pid 1; the zygote goes back to its own
     // right after, so this child's namespace is its alone.
     if (::unshare(CLONE_NEWPID) != 0) {
       Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "unshare the pid namespace");
-      for (int fd : {control, channel, link[0], link[1]}) ::close(fd);
+      for (int fd : {control, channel, init, link[0], link[1]}) {
+        if (fd >= 0) ::close(fd);
+      }
       return;
     }
     if (setup_.before_fork != nullptr) setup_.before_fork();
@@ -351,7 +356,7 @@ class Zygote {
     if (pid == 0) {
       if (setup_.after_fork_child != nullptr) setup_.after_fork_child();
       ::close(link[0]);
-      RunChild(spec, control, channel, link[1], setup_);
+      RunChild(spec, control, channel, init, link[1], setup_);
     }
     int err = errno;
     if (setup_.after_fork_parent != nullptr) setup_.after_fork_parent();
@@ -361,6 +366,7 @@ class Zygote {
       ::_exit(1);
     }
     ::close(channel);
+    if (init >= 0) ::close(init);
     ::close(link[1]);
     if (pid < 0) {
       Send(control, wire::Kind::kSetupFailed, err, 0, 0, "fork the child");

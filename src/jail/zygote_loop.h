@@ -24,7 +24,8 @@ namespace execbox::jail {
 inline constexpr uint32_t kWarmSpawnMagic = 0x65785731;  // "exW1"
 
 // What the host asks of one child: sent over the zygote's command socket with two
-// descriptors attached (the child's control socket and the code's channel).
+// descriptors attached (the child's control socket and the code's channel), and for a session
+// a third: the socket its init serves the host on (session_init.h).
 struct WarmChildSpec {
   uint32_t magic = kWarmSpawnMagic;
   uint32_t session = 0;  // 1: the code's process serves many executions
@@ -57,7 +58,8 @@ struct ZygoteSetup {
   void (*before_fork)() = nullptr;
   void (*after_fork_parent)() = nullptr;
   void (*after_fork_child)() = nullptr;
-  // Runs in the locked-down code process with its channel as fd 3; must not return.
+  // Runs in the locked-down code process with its channel as fd 3; must not return. (A
+  // session's init, its pid 1, runs jail code only: RunSessionInit.)
   void (*run_code)(int channel, bool session) = nullptr;
 };
 

@@ -139,7 +139,9 @@ int main(int argc, char** argv) {
   setup.seccomp = &*seccomp;
   // The work dir alias (/work) is a link to the home: writes through it land under the home.
   setup.landlock = execbox::jail::MakeLandlockPlan({setup.work_dir, "/tmp", "/dev/shm"},
-                                                   {"/dev/null", "/dev/zero", "/dev/full"});
+                                                   {"/dev/null", "/dev/zero", "/dev/full",
+                                                    // a session's ptys (its own devpts)
+                                                    "/dev/pts"});
   setup.before_fork = BeforeFork;
   setup.after_fork_parent = AfterForkParent;
   setup.after_fork_child = AfterForkChild;

@@ -509,6 +509,13 @@ TEST(OpenApiDocument, IsOpenApi31WithEveryRoute) {
       {"/v1/sessions/{id}/undo", {"post"}},
       {"/v1/sessions/{id}/snapshot", {"get"}},
       {"/v1/sessions/import", {"post"}},
+      {"/v1/sessions/{id}/processes", {"post", "get"}},
+      {"/v1/sessions/{id}/processes/{pid}", {"get"}},
+      {"/v1/sessions/{id}/processes/{pid}/output", {"get"}},
+      {"/v1/sessions/{id}/processes/{pid}/input", {"post"}},
+      {"/v1/sessions/{id}/processes/{pid}/close-stdin", {"post"}},
+      {"/v1/sessions/{id}/processes/{pid}/signal", {"post"}},
+      {"/v1/sessions/{id}/processes/{pid}/resize", {"post"}},
       {"/v1/openapi.json", {"get"}},
       {"/livez", {"get"}},
       {"/readyz", {"get"}},
@@ -525,7 +532,8 @@ TEST(OpenApiDocument, IsOpenApi31WithEveryRoute) {
     }
   }
   EXPECT_EQ(doc["paths"].size(), routes.size());
-  for (const char* schema : {"Result", "Problem", "ExecuteRequest", "Limits", "InputFile", "SessionInfo"}) {
+  for (const char* schema : {"Result", "Problem", "ExecuteRequest", "Limits", "InputFile", "SessionInfo",
+                             "ProcessStartRequest", "ProcessInfo", "ProcessOutput", "Signal"}) {
     EXPECT_TRUE(doc["components"]["schemas"].contains(schema)) << schema;
   }
 }

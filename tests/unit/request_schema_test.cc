@@ -12,8 +12,10 @@ namespace {
 
 using nlohmann::json;
 
-constexpr Request kEveryRequest[] = {kExecuteBody,       kSessionExecuteBody, kCheckBody, kSessionBody,
-                                     kExecutePythonTool, kCreateSessionTool,  kInputFile};
+constexpr Request kEveryRequest[] = {kExecuteBody,       kSessionExecuteBody, kCheckBody,
+                                     kSessionBody,       kExecutePythonTool,  kCreateSessionTool,
+                                     kInputFile,         kProcessStartBody,   kProcessInputBody,
+                                     kProcessSignalBody, kProcessResizeBody};
 
 TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
   EXPECT_EQ(AllowedNames(kExecuteBody), "code, stdin, files, limits, policy, filename, packages, session_id");
@@ -23,6 +25,10 @@ TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
   EXPECT_EQ(AllowedNames(kExecutePythonTool), "code, limits, packages, session_id");
   EXPECT_EQ(AllowedNames(kCreateSessionTool), "limits, packages");
   EXPECT_EQ(AllowedNames(kInputFile), "name, content_base64");
+  EXPECT_EQ(AllowedNames(kProcessStartBody), "argv, command, env, cwd, pty, rows, cols, stdin, tag");
+  EXPECT_EQ(AllowedNames(kProcessInputBody), "data, data_base64");
+  EXPECT_EQ(AllowedNames(kProcessSignalBody), "signal");
+  EXPECT_EQ(AllowedNames(kProcessResizeBody), "rows, cols");
 }
 
 TEST(RequestSchema, NamesAreUniqueInEachRequestAndEveryFieldIsCarried) {

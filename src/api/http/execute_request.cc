@@ -393,6 +393,21 @@ Read ReadField(const RequestField& field, const json& value, Reading& out) {
     case FieldId::kFileName:
     case FieldId::kFileContent:
       break;  // a file's, read with it (ReadFile)
+    case FieldId::kArgv:
+    case FieldId::kCommand:
+    case FieldId::kEnv:
+    case FieldId::kCwd:
+    case FieldId::kPty:
+    case FieldId::kRows:
+    case FieldId::kCols:
+    case FieldId::kProcessStdin:
+    case FieldId::kTag:
+    case FieldId::kData:
+    case FieldId::kDataBase64:
+    case FieldId::kSignal:
+    case FieldId::kResizeRows:
+    case FieldId::kResizeCols:
+      break;  // a process route's (process_request.cc)
   }
   return {};
 }

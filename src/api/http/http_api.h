@@ -82,6 +82,9 @@ class HttpApi {
                 std::string_view rest);
   void SessionFiles(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
                     const std::string& id, std::string_view path);
+  // /v1/sessions/{id}/processes and below (http_processes.cc); `rest` after "/processes".
+  void Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                 const std::string& id, std::string_view rest);
   void Check(HttpRequest request, std::shared_ptr<Exchange> exchange, const ApiKey& key);
   // An admitted execution, run on its own thread; the answer as JSON or as SSE.
   void Run(engine::Admitted admitted, std::shared_ptr<Exchange> exchange, bool sse);

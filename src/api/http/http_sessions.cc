@@ -82,7 +82,8 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     });
   }
 
-  // "/{id}" then an optional "/execute", "/fork", "/undo", "/snapshot" or "/files/{path}".
+  // "/{id}" then an optional "/execute", "/fork", "/undo", "/snapshot", "/files/{path}" or
+  // "/processes..." (http_processes.cc).
   rest.remove_prefix(1);
   size_t slash = rest.find('/');
   std::string id(rest.substr(0, slash));
@@ -147,6 +148,8 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     });
   }
   if (action.starts_with("/files/")) return SessionFiles(request, exchange, key, id, action.substr(7));
+  if (action == "/processes" || action.starts_with("/processes/"))
+    return Processes(request, exchange, key, id, action.substr(10));
   Fail(*exchange, Problem{.status = 404,
                           .type = "not-found",
                           .title = "Not found",

@@ -30,6 +30,10 @@ json FieldSchema(const RequestField& field, Request request) {
   if (field.max_length > 0) schema["maxLength"] = field.max_length;
   if (!field.pattern.empty()) schema["pattern"] = field.pattern;
   if (field.max_items > 0) schema["maxItems"] = field.max_items;
+  if (field.maximum > 0) {
+    schema["minimum"] = field.minimum;
+    schema["maximum"] = field.maximum;
+  }
   if (!field.content_encoding.empty()) schema["contentEncoding"] = field.content_encoding;
   if (!field.default_json.empty()) schema["default"] = json::parse(field.default_json);
   if (auto text = DescriptionOf(field, request); !text.empty()) schema["description"] = text;
@@ -76,7 +80,19 @@ json RequestSchemas(const engine::LimitsConfig& limits) {
           {"CheckRequest", BodySchema(kCheckBody)},
           {"Policy", PolicySchema()},
           {"Limits", OpenApiLimitsSchema(limits)},
-          {"InputFile", BodySchema(kInputFile)}};
+          {"InputFile", BodySchema(kInputFile)},
+          {"ProcessStartRequest", BodySchema(kProcessStartBody)},
+          {"ProcessInputRequest", BodySchema(kProcessInputBody)},
+          {"ProcessSignalRequest", BodySchema(kProcessSignalBody)},
+          {"ProcessResizeRequest", BodySchema(kProcessResizeBody)},
+          {"Signal",
+           {{"description", DescriptionOf(FieldWithId(FieldId::kSignal), kProcessSignalBody)},
+            {"anyOf",
+             {{{"type", "string"},
+               {"minLength", 1},
+               {"maxLength", 16},
+               {"description", "A name, in any case, with or without `SIG`: `SIGTERM`, `TERM`, `kill`, ..."}},
+              {{"type", "integer"}, {"minimum", 1}, {"maximum", 64}}}}}}};
 }
 
 json Info() {
@@ -98,6 +114,7 @@ json Tags() {
   json tags = json::array();
   for (auto [name, description] : {std::pair{"execution", "One-shot execution and checks."},
                                    std::pair{"sessions", "Stateful sessions, like notebook kernels."},
+                                   std::pair{"processes", "A session's processes besides its Python kernel."},
                                    std::pair{"operations", "Health, metrics and this document."},
                                    std::pair{"mcp", "The Model Context Protocol over Streamable HTTP."}}) {
     tags.push_back({{"name", name}, {"description", description}});
@@ -146,6 +163,7 @@ json OpenApiJson(const engine::LimitsConfig& limits) {
   json schemas = RequestSchemas(limits);
   schemas.update(openapi::ResultSchemas());
   schemas.update(openapi::SessionSchemas());
+  schemas.update(openapi::ProcessSchemas());
   schemas.update(openapi::ServiceSchemas());
   json components = {{"securitySchemes",
                       {{"bearer",

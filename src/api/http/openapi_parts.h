@@ -57,5 +57,8 @@ json ResponseComponents();
 json ParameterComponents();
 // The paths; the body of POST /v1/sessions is `session_body`.
 json Paths(json session_body);
+// A session's processes (openapi_processes.cc): their paths and schemas.
+json ProcessPaths();
+json ProcessSchemas();
 
 }  // namespace execbox::api::openapi

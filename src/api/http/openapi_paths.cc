@@ -310,6 +310,7 @@ json ServicePaths() {
 json Paths(json session_body) {
   json paths = ExecutionPaths(std::move(session_body));
   paths.update(SessionPaths());
+  paths.update(ProcessPaths());
   paths.update(ServicePaths());
   return paths;
 }
@@ -351,6 +352,12 @@ json ParameterComponents() {
         {"required", true},
         {"schema", String()},
         {"description", "A session id from `POST /v1/sessions`."}}},
+      {"ProcessId",
+       {{"name", "pid"},
+        {"in", "path"},
+        {"required", true},
+        {"schema", {{"type", "integer"}, {"minimum", 1}}},
+        {"description", "A process's pid in its session, from `POST /v1/sessions/{id}/processes`."}}},
       {"FilePath",
        {{"name", "path"},
         {"in", "path"},

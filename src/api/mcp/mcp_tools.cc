@@ -218,6 +218,20 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kFilename:
     case FieldId::kFileName:
     case FieldId::kFileContent:
+    case FieldId::kArgv:
+    case FieldId::kCommand:
+    case FieldId::kEnv:
+    case FieldId::kCwd:
+    case FieldId::kPty:
+    case FieldId::kRows:
+    case FieldId::kCols:
+    case FieldId::kProcessStdin:
+    case FieldId::kTag:
+    case FieldId::kData:
+    case FieldId::kDataBase64:
+    case FieldId::kSignal:
+    case FieldId::kResizeRows:
+    case FieldId::kResizeCols:
       break;  // not an argument of a tool
   }
   return {};

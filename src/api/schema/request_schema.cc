@@ -14,13 +14,13 @@ struct TypeNames {
   std::string_view json;
   std::string_view expected;
 };
-constexpr TypeNames kTypeNames[] = {{"", "any value"},
-                                    {"string", "a string"},
-                                    {"boolean", "a boolean"},
-                                    {"array", "an array"},
-                                    {"object", "an object"}};
-static_assert(std::size(kTypeNames) == static_cast<size_t>(JsonType::kObject) + 1,
+constexpr TypeNames kTypeNames[] = {{"", "any value"},        {"string", "a string"},
+                                    {"boolean", "a boolean"}, {"array", "an array"},
+                                    {"object", "an object"},  {"integer", "an integer"}};
+static_assert(std::size(kTypeNames) == static_cast<size_t>(JsonType::kInteger) + 1,
               "one per JsonType, in order");
+
+constexpr unsigned kPtySize = kProcessStartBody;
 
 TypeNames NamesOf(JsonType type) { return kTypeNames[static_cast<size_t>(type)]; }
 
@@ -159,6 +159,119 @@ constexpr RequestField kTable[] = {
      .nullable = false,
      .content_encoding = "base64",
      .descriptions = {{{kInputFile, "The content, standard base64 with padding, no whitespace."}}}},
+    {.id = FieldId::kArgv,
+     .name = "argv",
+     .in = kProcessStartBody,
+     .type = JsonType::kArray,
+     .items = JsonType::kString,
+     .max_items = 1024,
+     .descriptions = {{{kProcessStartBody,
+                        "The program and its arguments, run as they are (no shell); the program is looked up "
+                        "in `PATH` unless it has a `/`. Give this or `command`."}}}},
+    {.id = FieldId::kCommand,
+     .name = "command",
+     .in = kProcessStartBody,
+     .type = JsonType::kString,
+     .min_length = 1,
+     .descriptions = {{{kProcessStartBody,
+                        "A shell command, run as `/bin/bash -l -c COMMAND`. Give this or `argv`."}}}},
+    {.id = FieldId::kEnv,
+     .name = "env",
+     .in = kProcessStartBody,
+     .type = JsonType::kObject,
+     .descriptions = {{{kProcessStartBody,
+                        "Environment variables, `{\"NAME\": \"value\"}`, set over the sandbox's own "
+                        "environment (`PATH`, `HOME`, `LANG`, ...)."}}}},
+    {.id = FieldId::kCwd,
+     .name = "cwd",
+     .in = kProcessStartBody,
+     .type = JsonType::kString,
+     .max_length = 4096,
+     .descriptions = {{{kProcessStartBody,
+                        "The working directory: absolute, or relative to the work dir (the default)."}}}},
+    {.id = FieldId::kPty,
+     .name = "pty",
+     .in = kProcessStartBody,
+     .type = JsonType::kBoolean,
+     .nullable = false,
+     .default_json = "false",
+     .descriptions =
+         {{{kProcessStartBody,
+            "Run it on a pseudo-terminal of `rows` x `cols` (its controlling terminal, stdin, "
+            "stdout and stderr): a shell, an editor, a REPL. Its output is one stream, `pty`."}}}},
+    {.id = FieldId::kRows,
+     .name = "rows",
+     .in = kPtySize,
+     .type = JsonType::kInteger,
+     .nullable = false,
+     .minimum = 1,
+     .maximum = 1000,
+     .default_json = "24",
+     .descriptions = {{{kProcessStartBody, "With `pty`: the terminal's height."}}}},
+    {.id = FieldId::kCols,
+     .name = "cols",
+     .in = kPtySize,
+     .type = JsonType::kInteger,
+     .nullable = false,
+     .minimum = 1,
+     .maximum = 1000,
+     .default_json = "80",
+     .descriptions = {{{kProcessStartBody, "With `pty`: the terminal's width."}}}},
+    {.id = FieldId::kProcessStdin,
+     .name = "stdin",
+     .in = kProcessStartBody,
+     .type = JsonType::kBoolean,
+     .nullable = false,
+     .default_json = "false",
+     .descriptions =
+         {{{kProcessStartBody,
+            "Without `pty`: give the process a stdin pipe to write to (`/input`, `/close-stdin`); "
+            "otherwise its stdin is `/dev/null`."}}}},
+    {.id = FieldId::kTag,
+     .name = "tag",
+     .in = kProcessStartBody,
+     .type = JsonType::kString,
+     .max_length = 256,
+     .descriptions = {{{kProcessStartBody, "A name of the client's for the process, listed with it."}}}},
+    {.id = FieldId::kData,
+     .name = "data",
+     .in = kProcessInputBody,
+     .type = JsonType::kString,
+     .descriptions = {{{kProcessInputBody,
+                        "Text to write to the process's stdin (or its pty), as UTF-8. "
+                        "Give this or `data_base64`."}}}},
+    {.id = FieldId::kDataBase64,
+     .name = "data_base64",
+     .in = kProcessInputBody,
+     .type = JsonType::kString,
+     .content_encoding = "base64",
+     .descriptions = {{{kProcessInputBody, "Bytes to write, standard base64. Give this or `data`."}}}},
+    {.id = FieldId::kSignal,
+     .name = "signal",
+     .in = kProcessSignalBody,
+     .type = JsonType::kNone,
+     .component = "Signal",
+     .required = true,
+     .nullable = false,
+     .descriptions = {{{kProcessSignalBody, "The signal, by name or number."}}}},
+    {.id = FieldId::kResizeRows,
+     .name = "rows",
+     .in = kProcessResizeBody,
+     .type = JsonType::kInteger,
+     .required = true,
+     .nullable = false,
+     .minimum = 1,
+     .maximum = 1000,
+     .descriptions = {{{kProcessResizeBody, "The terminal's new height."}}}},
+    {.id = FieldId::kResizeCols,
+     .name = "cols",
+     .in = kProcessResizeBody,
+     .type = JsonType::kInteger,
+     .required = true,
+     .nullable = false,
+     .minimum = 1,
+     .maximum = 1000,
+     .descriptions = {{{kProcessResizeBody, "The terminal's new width."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.
@@ -166,7 +279,7 @@ constexpr bool IdsAreIndices() {
   for (size_t i = 0; i < std::size(kTable); ++i) {
     if (static_cast<size_t>(kTable[i].id) != i) return false;
   }
-  return std::size(kTable) == static_cast<size_t>(FieldId::kFileContent) + 1;
+  return std::size(kTable) == static_cast<size_t>(FieldId::kResizeCols) + 1;
 }
 static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 
@@ -182,6 +295,8 @@ bool Is(JsonType type, const nlohmann::json& value) {
       return value.is_array();
     case JsonType::kObject:
       return value.is_object();
+    case JsonType::kInteger:
+      return value.is_number_integer();
     case JsonType::kNone:
       break;
   }

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -27,6 +28,10 @@ enum Request : unsigned {
   kExecutePythonTool = 1u << 4,   // MCP execute_python's arguments
   kCreateSessionTool = 1u << 5,   // MCP create_session's arguments
   kInputFile = 1u << 6,           // one item of `files` (OpenAPI InputFile)
+  kProcessStartBody = 1u << 7,    // POST /v1/sessions/{id}/processes (ProcessStartRequest)
+  kProcessInputBody = 1u << 8,    // POST .../processes/{pid}/input (ProcessInputRequest)
+  kProcessSignalBody = 1u << 9,   // POST .../processes/{pid}/signal (ProcessSignalRequest)
+  kProcessResizeBody = 1u << 10,  // POST .../processes/{pid}/resize (ProcessResizeRequest)
 };
 
 // Each field, in the table's order, so that a front end's switch over them is checked by the
@@ -43,9 +48,24 @@ enum class FieldId {
   kSessionId,
   kFileName,     // files[].name
   kFileContent,  // files[].content_base64
+  // a session's processes
+  kArgv,
+  kCommand,
+  kEnv,
+  kCwd,
+  kPty,
+  kRows,
+  kCols,
+  kProcessStdin,
+  kTag,
+  kData,
+  kDataBase64,
+  kSignal,
+  kResizeRows,
+  kResizeCols,
 };
 
-enum class JsonType { kNone, kString, kBoolean, kArray, kObject };
+enum class JsonType { kNone, kString, kBoolean, kArray, kObject, kInteger };
 
 // A field's description in some of the requests that carry it (where they differ on purpose:
 // a tool's text addresses a model, a check's code is not run).
@@ -68,6 +88,8 @@ struct RequestField {
   size_t min_length = 0;  // a string's, in bytes (0: none)
   size_t max_length = 0;
   size_t max_items = 0;  // an array's (0: none)
+  int64_t minimum = 0;   // an integer's bounds (maximum 0: none)
+  int64_t maximum = 0;
   std::string_view pattern = {};
   std::string_view content_encoding = {};
   std::string_view default_json = {};  // the default as JSON text ("false"), where one is said

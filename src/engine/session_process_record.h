@@ -1,0 +1,56 @@
+// Inside SessionProcesses (session_processes.cc, session_process_calls.cc): one process as the
+// table keeps it, a start waiting for its answer, and the failures both files make.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/session_processes.h"
+
+namespace execbox::engine {
+
+inline std::unexpected<ProcessFailure> ProcessFailed(ProcessError kind, std::string message) {
+  return std::unexpected(ProcessFailure{kind, std::move(message)});
+}
+
+inline std::unexpected<ProcessFailure> NoProcess(int32_t pid) {
+  return ProcessFailed(ProcessError::kNotFound, "no process " + std::to_string(pid) + " in this session");
+}
+
+struct SessionProcesses::Record {
+  explicit Record(size_t cap) : log(cap) {}
+  int32_t pid = 0;
+  const jail::InitLink* link = nullptr;  // the sandbox it runs in
+  std::vector<std::string> argv;
+  std::string command, tag;
+  bool pty = false;
+  uint16_t rows = 0, cols = 0;
+  std::chrono::system_clock::time_point started;
+  std::optional<std::chrono::system_clock::time_point> ended;
+  std::optional<int> status;  // its wait status, when known
+  bool running = true;
+  std::shared_ptr<UniqueFd> input;       // the stdin pipe's end, or the pty's master
+  std::shared_ptr<UniqueFd> pty_master;  // for resizes
+  std::vector<std::pair<std::shared_ptr<UniqueFd>, OutputStream>> outputs;
+  std::vector<ProcessPoller::Token> watches;
+  std::mutex write_mu;  // one write at a time: two requests' input never interleaves
+  OutputLog log;
+};
+
+struct SessionProcesses::Pending {
+  ProcessSpec spec;
+  std::vector<std::string> argv;
+  std::shared_ptr<UniqueFd> out, err, in;  // the host's ends of the pipes
+  bool answered = false;
+  std::optional<ProcessInfo> info;
+  ProcessFailure failure{ProcessError::kInternal, ""};
+};
+
+}  // namespace execbox::engine

@@ -1,0 +1,238 @@
+#include "jail/init_link.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "jail/session_init.h"
+
+namespace execbox::jail {
+namespace {
+
+using init_wire::Header;
+using init_wire::Op;
+
+using Clock = std::chrono::steady_clock;
+
+// More events than any session makes between two reads: an init that floods is broken.
+constexpr size_t kMaxQueuedEvents = 4096;
+// The init reads at once; only a wedged init makes a send wait this long.
+constexpr auto kSendTimeout = std::chrono::seconds(5);
+constexpr pid_t kMaxPid = 4 * 1024 * 1024;  // PID_MAX_LIMIT
+
+bool SendFrame(int sock, const std::string& frame, const int* fds, size_t nfds) {
+  char cbuf[CMSG_SPACE(sizeof(int) * 3)] = {};
+  struct iovec iov = {.iov_base = const_cast<char*>(frame.data()), .iov_len = frame.size()};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (nfds > 0) {
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  const auto deadline = Clock::now() + kSendTimeout;
+  for (;;) {
+    ssize_t n = ::sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(frame.size())) return true;
+    if (n >= 0 || (errno != EINTR && errno != EAGAIN)) return false;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    struct pollfd p = {.fd = sock, .events = POLLOUT, .revents = 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+}
+
+// What the init says a step was, as text the host can show: printable ASCII, cut at its end.
+std::string Printable(const char* text, size_t size) {
+  std::string out;
+  for (size_t i = 0; i < size && text[i] != '\0'; ++i) {
+    char c = text[i];
+    out += c >= 0x20 && c < 0x7f ? c : '?';
+  }
+  return out;
+}
+
+// A pty's master, as the devpts instance hands it out (/dev/pts/ptmx is character device 5:2).
+bool IsPtyMaster(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == 5 && minor(st.st_rdev) == 2;
+}
+
+}  // namespace
+
+Status InitLink::Start(uint32_t id, const ProcessStart& start) {
+  if (start.argv.empty() || start.argv[0].empty()) return Fail("no program to start");
+  Header h{.op = Op::kStart, .id = id};
+  h.flags = start.pty ? init_wire::kPty : (start.stdin_read >= 0 ? init_wire::kStdinPipe : 0);
+  h.rows = start.rows;
+  h.cols = start.cols;
+  h.argc = static_cast<uint32_t>(start.argv.size());
+  h.envc = static_cast<uint32_t>(start.env.size());
+  if (start.argv.size() + start.env.size() > init_wire::kMaxStrings) {
+    return Fail("too many arguments and environment entries (at most " +
+                std::to_string(init_wire::kMaxStrings) + " together)");
+  }
+  std::string payload;
+  for (const auto* list : {&start.argv, &start.env}) {
+    for (const std::string& s : *list) {
+      if (s.find('\0') != std::string::npos) return Fail("an argument or environment entry holds a NUL");
+      payload += s;
+      payload += '\0';
+    }
+  }
+  if (start.cwd.find('\0') != std::string::npos) return Fail("the working directory holds a NUL");
+  payload += start.cwd;
+  payload += '\0';
+  if (payload.size() > init_wire::kMaxPayload) {
+    return Fail("the command, its environment and working directory take " + std::to_string(payload.size()) +
+                " bytes, more than " + std::to_string(init_wire::kMaxPayload));
+  }
+  h.payload = static_cast<uint32_t>(payload.size());
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  frame += payload;
+  int fds[3];
+  size_t nfds = 0;
+  if (!start.pty) {
+    if (start.stdout_write < 0 || start.stderr_write < 0) return Fail("no output pipes to start with");
+    fds[nfds++] = start.stdout_write;
+    fds[nfds++] = start.stderr_write;
+    if (start.stdin_read >= 0) fds[nfds++] = start.stdin_read;
+  }
+  std::lock_guard lock(send_mu_);
+  if (!SendFrame(socket_.Get(), frame, fds, nfds))
+    return FailErrno("ask the session's init to start a process");
+  return {};
+}
+
+Status InitLink::Signal(pid_t pid, int signal) {
+  if (pid < 2 || signal < 1 || signal > 64) return Fail("no such process or signal");
+  Header h{.op = Op::kSignal, .pid = pid, .value = signal};
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  std::lock_guard lock(send_mu_);
+  if (!SendFrame(socket_.Get(), frame, nullptr, 0)) return FailErrno("ask the session's init to signal");
+  return {};
+}
+
+bool InitLink::Receive() {
+  std::lock_guard lock(mu_);
+  return ReceiveLocked();
+}
+
+bool InitLink::ReceiveLocked() {
+  while (!closed_) {
+    alignas(Header) char frame[sizeof(Header) + 1];
+    char cbuf[CMSG_SPACE(sizeof(int) * 4)];
+    struct iovec iov = {.iov_base = frame, .iov_len = sizeof frame};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    ssize_t n = ::recvmsg(socket_.Get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    std::vector<UniqueFd> fds;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        fds.emplace_back(fd);
+      }
+    }
+    if (n <= 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 ||
+        !Accept(frame, static_cast<size_t>(n), fds)) {
+      closed_ = true;  // the end, or a stream that broke the rules: nothing more is read
+    }
+  }
+  return false;
+}
+
+bool InitLink::Accept(const void* data, size_t size, std::vector<UniqueFd>& fds) {
+  if (size != sizeof(Header) || events_.size() >= kMaxQueuedEvents) return false;
+  Header h;
+  std::memcpy(&h, data, sizeof h);
+  if (h.magic != init_wire::kMagic || h.payload != 0) return false;
+  InitEvent e;
+  e.id = h.id;
+  e.pid = h.pid;
+  e.value = h.value;
+  const bool pid_valid = h.pid >= 2 && h.pid <= kMaxPid;
+  switch (h.op) {
+    case Op::kStarted:
+      if (!pid_valid || fds.size() > 1) return false;
+      e.kind = InitEvent::Kind::kStarted;
+      if (fds.size() == 1) {
+        if (!IsPtyMaster(fds[0].Get())) return false;
+        e.pty_master = std::move(fds[0]);
+      }
+      break;
+    case Op::kStartFailed:
+      if (!fds.empty()) return false;
+      e.kind = InitEvent::Kind::kStartFailed;
+      e.value = std::clamp(h.value, 0, 4095);
+      e.step = Printable(h.step, sizeof h.step);
+      break;
+    case Op::kExited:
+      if (!pid_valid || !fds.empty()) return false;
+      e.kind = InitEvent::Kind::kExited;
+      break;
+    case Op::kKernelEnded:
+      if (!fds.empty() || kernel_status_) return false;
+      e.kind = InitEvent::Kind::kKernelEnded;
+      kernel_status_ = h.value;
+      break;
+    default:
+      return false;
+  }
+  events_.push_back(std::move(e));
+  return true;
+}
+
+std::vector<InitEvent> InitLink::TakeEvents() {
+  std::lock_guard lock(mu_);
+  std::vector<InitEvent> out(std::make_move_iterator(events_.begin()),
+                             std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+bool InitLink::closed() {
+  std::lock_guard lock(mu_);
+  return closed_;
+}
+
+std::optional<int> InitLink::kernel_status() {
+  std::lock_guard lock(mu_);
+  return kernel_status_;
+}
+
+std::optional<int> InitLink::AwaitKernelStatus(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
+      ReceiveLocked();
+      if (kernel_status_ || closed_) return kernel_status_;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return std::nullopt;
+    // Short looks: a poller may take the bytes this poll waits for.
+    struct pollfd p = {.fd = socket_.Get(), .events = POLLIN, .revents = 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 10)));
+  }
+}
+
+}  // namespace execbox::jail

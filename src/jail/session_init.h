@@ -1,0 +1,70 @@
+// A session child's pid 1: a small init that owns the session's process table.
+//
+// A session child is forked by the zygote as pid 1 of its own pid namespace and isolates itself
+// (zygote_loop.h). Once it is locked down (no capabilities, no_new_privs, Landlock, seccomp) it
+// forks: the child becomes the Python kernel (it writes the ready byte and serves the agent on
+// its channel); pid 1 stays as this init. The init is not dumpable (inherited from the zygote,
+// and never raised), so code in the sandbox can neither read its descriptors through /proc nor
+// trace it, and as pid 1 of the namespace it ignores every signal sent from inside it.
+//
+// The init talks to the host over a SOCK_SEQPACKET socket of its own (one message per frame,
+// with its descriptors): the host asks it to start a process (argv, env, cwd, pipes or a
+// pseudo-terminal) or to signal one; the init answers with the process's pid (and, for a pty,
+// the master by SCM_RIGHTS) or why it could not start it, reports every exit of a process it
+// started, reaps every other process (orphans too), and when the kernel ends it reports the
+// kernel's wait status first, then kills everything left in the namespace and exits. The host
+// trusts none of it (init_link.h): the init runs inside the sandbox.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace execbox::jail {
+
+namespace init_wire {
+
+inline constexpr uint32_t kMagic = 0x65784931;  // "exI1"
+// A start request's strings (argv, env, cwd), at most; the whole message is smaller than a
+// socket's default buffer, so a send never waits for the init to read.
+inline constexpr size_t kMaxPayload = 60 * 1024;
+inline constexpr uint32_t kMaxStrings = 2048;  // argv and env entries of one request, together
+inline constexpr uint32_t kMaxProcesses = 64;  // alive at once in the init's table (the engine caps lower)
+
+enum class Op : uint32_t {
+  // host -> init
+  kStart = 1,   // id, flags, rows/cols, argc/envc; payload: argv, env, cwd (each NUL-terminated);
+                // pipes: fds stdout, stderr and (with kStdinPipe) stdin, in that order
+  kSignal = 2,  // pid, value = the signal: sent to the process group the process leads
+  // init -> host
+  kStarted = 10,      // id, pid; with kPty the master comes by SCM_RIGHTS
+  kStartFailed = 11,  // id, value = errno, step = what failed
+  kExited = 12,       // pid, value = its wait status (a process the host started)
+  kKernelEnded = 13,  // value = the kernel's wait status; the init kills the rest and exits next
+};
+
+inline constexpr uint32_t kPty = 1;        // a pseudo-terminal is stdin, stdout and stderr
+inline constexpr uint32_t kStdinPipe = 2;  // pipes: a pipe is stdin (else /dev/null)
+
+struct Header {
+  uint32_t magic = kMagic;
+  Op op = Op::kStart;
+  uint32_t id = 0;
+  int32_t pid = 0;
+  int32_t value = 0;
+  uint32_t flags = 0;
+  uint16_t rows = 0, cols = 0;
+  uint32_t argc = 0, envc = 0;
+  uint32_t payload = 0;  // bytes after the header
+  char step[48] = {};
+};
+
+}  // namespace init_wire
+
+// The session's init, in the locked-down process right after it forked `kernel`: serves the
+// host on `host_fd` until the kernel ends, then ends everything else and exits. Single-threaded;
+// between each of its own forks and the exec no allocation happens (see session_init.cc).
+[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel) noexcept;
+
+}  // namespace execbox::jail

@@ -1,0 +1,275 @@
+// A session's processes through the engine (engine/session_processes.h, the gate's process
+// calls), end to end on real warm children: background processes listed, fed, signalled,
+// resized, read from any offset by several readers, outliving the calls that started them, and
+// ending with the session or its kernel; caps refused clearly; other owners see nothing.
+#include <signal.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/gate.h"
+#include "warm/warm_fixture.h"
+
+namespace execbox::engine {
+namespace {
+
+using std::chrono::steady_clock;
+constexpr auto kLong = std::chrono::seconds(20);
+
+class SessionProcess : public WarmSessions {
+ protected:
+  void SetUp() override {
+    WarmSessions::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto s = S().Create();
+    ASSERT_TRUE(s.has_value()) << s.error().message;
+    id_ = s->id;
+  }
+  void TearDown() override {
+    if (!id_.empty()) (void)S().Delete(id_);
+  }
+
+  std::shared_ptr<SessionProcesses> Table(const std::string& owner = "test", bool restart = false) {
+    auto t = g_engine->sessions()->Processes(owner, id_, restart);
+    EXPECT_TRUE(t.has_value()) << (t ? "" : t.error().message);
+    return t ? *t : nullptr;
+  }
+  ProcessInfo StartOk(ProcessSpec spec) {
+    auto started = Table("test", true)->Start(spec);
+    EXPECT_TRUE(started.has_value()) << (started ? "" : started.error().message);
+    return started.value_or(ProcessInfo{});
+  }
+  static ProcessSpec Shell(const std::string& command) {
+    ProcessSpec spec;
+    spec.command = command;
+    return spec;
+  }
+  // Everything `pid` writes until it ends (or kLong), read by following from `from`.
+  std::string Follow(int32_t pid, uint64_t from = 0, std::string* stderr_text = nullptr) {
+    std::string out;
+    const auto deadline = steady_clock::now() + kLong;
+    for (;;) {
+      auto got = Table()->Read(pid, from, 1 << 20, deadline);
+      if (!got) return out + "<" + got.error().message + ">";
+      for (const auto& c : got->read.chunks) {
+        if (c.stream == OutputStream::kStderr && stderr_text != nullptr)
+          *stderr_text += c.data;
+        else
+          out += c.data;
+      }
+      from = got->read.next_offset;
+      if (!got->info.running && from >= got->info.output_bytes) return out;
+      if (steady_clock::now() >= deadline) return out + "<timeout>";
+    }
+  }
+  ProcessInfo WaitEnd(int32_t pid) {
+    auto info = Table()->Wait(pid, steady_clock::now() + kLong);
+    EXPECT_TRUE(info.has_value());
+    return info.value_or(ProcessInfo{});
+  }
+
+  std::string id_;
+};
+
+TEST_F(SessionProcess, ABackgroundSleepIsListedThenEndsBySignal) {
+  ProcessSpec spec;
+  spec.argv = {"sleep", "100"};
+  spec.tag = "nap";
+  ProcessInfo a = StartOk(spec);
+  ASSERT_GT(a.pid, 2);
+  ProcessInfo b = StartOk(spec);
+  auto list = Table()->List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].pid, a.pid);
+  EXPECT_EQ(list[0].tag, "nap");
+  EXPECT_TRUE(list[0].running);
+  EXPECT_EQ(list[0].argv, (std::vector<std::string>{"sleep", "100"}));
+  ASSERT_TRUE(Table()->Signal(a.pid, SIGTERM).has_value());
+  ASSERT_TRUE(Table()->Signal(b.pid, SIGKILL).has_value());
+  ProcessInfo ea = WaitEnd(a.pid), eb = WaitEnd(b.pid);
+  EXPECT_FALSE(ea.running);
+  EXPECT_EQ(ea.signal, SIGTERM);
+  EXPECT_EQ(ea.ended_by, "signal");
+  EXPECT_EQ(eb.signal, SIGKILL);
+  auto again = Table()->Signal(a.pid, SIGTERM);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().kind, ProcessError::kNotRunning);
+}
+
+TEST_F(SessionProcess, CatEchoesItsStdinAndEndsOnClose) {
+  ProcessSpec spec;
+  spec.argv = {"cat"};
+  spec.stdin = true;
+  ProcessInfo p = StartOk(spec);
+  ASSERT_TRUE(p.stdin_open);
+  ASSERT_TRUE(Table()->Write(p.pid, "hello ").has_value());
+  ASSERT_TRUE(Table()->Write(p.pid, "world\n").has_value());
+  auto first = Table()->Read(p.pid, 0, 1 << 20, steady_clock::now() + kLong);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(first->info.running);
+  ASSERT_TRUE(Table()->CloseStdin(p.pid).has_value());
+  EXPECT_EQ(Follow(p.pid), "hello world\n");
+  ProcessInfo end = WaitEnd(p.pid);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(end.ended_by, "exit");
+  auto late = Table()->Write(p.pid, "x");
+  ASSERT_FALSE(late.has_value());
+  EXPECT_EQ(late.error().kind, ProcessError::kNotRunning);
+}
+
+TEST_F(SessionProcess, OutputIsReplayedFromAnyOffsetToSeveralReaders) {
+  ProcessInfo p = StartOk(Shell("for i in 1 2 3; do echo line$i; echo err$i >&2; sleep 0.3; done"));
+  std::string errors;
+  std::string whole;
+  std::thread second([&] { whole = Follow(p.pid); });
+  EXPECT_EQ(Follow(p.pid, 0, &errors), "line1\nline2\nline3\n");
+  second.join();
+  EXPECT_EQ(errors, "err1\nerr2\nerr3\n");
+  EXPECT_EQ(whole.size(), 33u);
+  // A later request replays what is held, from where it says.
+  auto replay = Table()->Read(p.pid, 6, 1 << 20, std::nullopt);
+  ASSERT_TRUE(replay.has_value());
+  ASSERT_FALSE(replay->read.chunks.empty());
+  EXPECT_EQ(replay->read.chunks.front().offset, 6u);
+  EXPECT_EQ(replay->read.next_offset, 33u);
+  EXPECT_EQ(replay->read.dropped, 0u);
+  EXPECT_EQ(WaitEnd(p.pid).exit_code, 0);
+}
+
+TEST_F(SessionProcess, APtyRunsBashWhichEchoesAndFollowsAResize) {
+  ProcessSpec spec;
+  spec.argv = {"bash", "--norc", "-i"};
+  spec.pty = true;
+  spec.rows = 30;
+  spec.cols = 90;
+  ProcessInfo p = StartOk(spec);
+  ASSERT_TRUE(p.pty);
+  ASSERT_TRUE(Table()->Write(p.pid, "echo marker-$((6*7))\n").has_value());
+  ASSERT_TRUE(Table()->Resize(p.pid, 40, 123).has_value());
+  ASSERT_TRUE(Table()->Write(p.pid, "stty size\nexit 5\n").has_value());
+  std::string text = Follow(p.pid);
+  EXPECT_NE(text.find("marker-42"), std::string::npos) << text;
+  EXPECT_NE(text.find("40 123"), std::string::npos) << text;
+  EXPECT_EQ(WaitEnd(p.pid).exit_code, 5);
+  auto no_stdin = Table()->CloseStdin(p.pid);
+  ASSERT_FALSE(no_stdin.has_value());
+}
+
+TEST_F(SessionProcess, AProcessOutlivesItsStartAndTheNextExecution) {
+  ProcessInfo p = StartOk(Shell("while true; do date +%s%N > ticks; sleep 0.1; done"));
+  Result r = Exec(
+      id_,
+      "import os, time\nwhile not os.path.exists('ticks') or not open('ticks').read():\n"
+      "    time.sleep(0.05)\na = open('ticks').read()\ntime.sleep(0.5)\nprint(a != open('ticks').read())");
+  EXPECT_EQ(Out(r), "True\n") << Describe(r);
+  auto info = Table()->Get(p.pid);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->running);
+  // The kernel can see it and is its sibling, not its parent.
+  Result ps =
+      Exec(id_, "import os\nprint(int(open('/proc/" + std::to_string(p.pid) + "/stat').read().split()[3]))");
+  EXPECT_EQ(Out(ps), "1\n") << Describe(ps);
+}
+
+TEST_F(SessionProcess, TheKernelsEndEndsEveryProcessAndTheReplySaysLost) {
+  ProcessInfo a = StartOk(Shell("sleep 100"));
+  ProcessInfo b = StartOk(Shell("sleep 100"));
+  Exec(id_, "x = 1");
+  Result r = Exec(id_, "import os\nos._exit(4)");
+  EXPECT_EQ(r.exit_code, 4) << Describe(r);
+  ASSERT_TRUE(r.session.has_value());
+  EXPECT_FALSE(r.session->preserved);
+  EXPECT_EQ(r.session->lost_reason, "exited");
+  for (int32_t pid : {a.pid, b.pid}) {
+    ProcessInfo end = WaitEnd(pid);
+    EXPECT_FALSE(end.running);
+    EXPECT_TRUE(end.signal == SIGKILL || end.ended_by == "session_end") << end.ended_by;
+  }
+  // A process killing the kernel between executions: the next reply says lost.
+  ProcessInfo killer = StartOk(Shell("sleep 2; kill -9 2"));  // restarts the session first
+  Result fresh = Exec(id_, "y = 1");
+  EXPECT_EQ(fresh.status, Status::kOk) << Describe(fresh);
+  EXPECT_FALSE(WaitEnd(killer.pid).running);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Result next = Exec(id_, "print('y' in globals())");
+  EXPECT_EQ(Out(next), "False\n") << Describe(next);
+  ASSERT_TRUE(next.session.has_value());
+  EXPECT_FALSE(next.session->preserved);
+  EXPECT_EQ(next.session->lost_reason, "exited");
+}
+
+TEST_F(SessionProcess, TheMemoryLimitOnTheKernelEndsTheProcessesToo) {
+  ProcessInfo p = StartOk(Shell("sleep 100"));
+  Result oom = Exec(id_, "x = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])");
+  EXPECT_EQ(oom.status, Status::kMemoryLimit) << Describe(oom);
+  ASSERT_TRUE(oom.session.has_value());
+  EXPECT_EQ(oom.session->lost_reason, "memory_limit");
+  EXPECT_FALSE(WaitEnd(p.pid).running);
+}
+
+TEST_F(SessionProcess, CapsAreRefusedClearly) {
+  std::vector<int32_t> started;
+  ProcessSpec spec;
+  spec.argv = {"sleep", "100"};
+  for (int i = 0; i < 32; ++i) started.push_back(StartOk(spec).pid);
+  auto over = Table()->Start(spec);
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().kind, ProcessError::kFull);
+  EXPECT_NE(over.error().message.find("32"), std::string::npos) << over.error().message;
+  ProcessSpec both = spec;
+  both.command = "true";
+  EXPECT_EQ(Table()->Start(both).error().kind, ProcessError::kInvalid);
+  ProcessSpec huge;
+  huge.command = std::string(70000, 'x');
+  EXPECT_FALSE(Table()->Start(huge).has_value());
+  ProcessSpec missing;
+  missing.argv = {"no-such-program"};
+  auto failed = Table()->Start(missing);
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().kind, ProcessError::kFull) << "still full";
+  ASSERT_TRUE(Table()->Signal(started[0], SIGKILL).has_value());
+  WaitEnd(started[0]);
+  failed = Table()->Start(missing);
+  ASSERT_FALSE(failed.has_value());
+  EXPECT_EQ(failed.error().kind, ProcessError::kStartFailed);
+  EXPECT_NE(failed.error().message.find("No such file"), std::string::npos) << failed.error().message;
+  EXPECT_EQ(Table()->Get(99999).error().kind, ProcessError::kNotFound);
+}
+
+TEST_F(SessionProcess, AForkBombIsHeldByThePidsLimit) {
+  ProcessInfo bomb = StartOk(Shell("b() { b | b & }; b; exec sleep 1000"));  // exec: no fork
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  Result r = Exec(id_, "print(1 + 1)");
+  EXPECT_EQ(Out(r), "2\n") << Describe(r);
+  Result count = Exec(id_, "import os\nprint(len([p for p in os.listdir('/proc') if p.isdigit()]) <= " +
+                               std::to_string(g_engine->pool()->options().limits.max_processes) + ")");
+  EXPECT_EQ(Out(count), "True\n") << Describe(count);
+  auto killed = Table()->Signal(bomb.pid, SIGKILL);
+  ASSERT_TRUE(killed.has_value()) << killed.error().message;
+  EXPECT_EQ(WaitEnd(bomb.pid).signal, SIGKILL);
+}
+
+TEST_F(SessionProcess, AnotherOwnerSeesNothingAndAClosedSessionLeavesNothing) {
+  ProcessInfo p = StartOk(Shell("sleep 100"));
+  auto other = g_engine->sessions()->Processes("someone-else", id_);
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(other.error().kind, SessionError::kNotFound);
+  Gate gate(*g_engine, GateOptions{.limits = LimitsConfig{}});
+  auto refused = gate.GetProcess(Caller{.id = "someone-else"}, id_, p.pid);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().reason, RefusalReason::kSessionNotFound);
+  auto mine = gate.GetProcess(Caller{.id = "test"}, id_, p.pid + 1000);
+  EXPECT_EQ(mine.error().reason, RefusalReason::kProcessNotFound);
+
+  std::shared_ptr<SessionProcesses> table = Table();
+  ASSERT_TRUE(S().Delete(id_).has_value());
+  id_.clear();
+  ProcessInfo end = table->Wait(p.pid, steady_clock::now() + kLong).value_or(ProcessInfo{});
+  EXPECT_FALSE(end.running);
+  EXPECT_EQ(end.ended_by, "session_end");
+}
+
+}  // namespace
+}  // namespace execbox::engine
