@@ -2,9 +2,15 @@
 // calls), end to end on real warm children: background processes listed, fed, signalled,
 // resized, read from any offset by several readers, outliving the calls that started them, and
 // ending with the session or its kernel; caps refused clearly; other owners see nothing.
+#include <dirent.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +23,60 @@ namespace {
 
 using std::chrono::steady_clock;
 constexpr auto kLong = std::chrono::seconds(20);
+
+// The host's view of the processes whose command line (argv joined by spaces) is `cmdline`:
+// the sandbox's pid namespace is a child of the host's, so they are all in the host's /proc.
+std::vector<int> HostPidsWithCmdline(const std::string& cmdline) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return pids;
+  while (dirent* e = readdir(proc)) {
+    const int pid = atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : text)
+      if (c == '\0') c = ' ';
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    if (text == cmdline) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+// The host directories of the cgroups `pid` is in, below the hierarchies' roots (v1: one per
+// mounted controller set, v2: the one), those that exist now.
+std::set<std::string> CgroupDirsOf(int pid) {
+  std::set<std::string> dirs;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::string path = line.substr(b + 1);
+    if (path == "/" || path.empty()) continue;
+    if (controllers.starts_with("name=")) controllers = controllers.substr(5);
+    const std::string dir = "/sys/fs/cgroup" + (controllers.empty() ? "" : "/" + controllers) + path;
+    if (access(dir.c_str(), F_OK) == 0) dirs.insert(dir);
+  }
+  return dirs;
+}
+
+// The processes on the host in the mount namespace `ns` (as readlink shows it, "mnt:[N]").
+int ProcessesInMountNamespace(const std::string& ns) {
+  int n = 0;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (dirent* e = readdir(proc)) {
+    if (atoi(e->d_name) <= 0) continue;
+    char target[64] = {};
+    const std::string link = "/proc/" + std::string(e->d_name) + "/ns/mnt";
+    if (readlink(link.c_str(), target, sizeof target - 1) > 0 && ns == target) ++n;
+  }
+  closedir(proc);
+  return n;
+}
 
 class SessionProcess : public WarmSessions {
  protected:
@@ -269,6 +329,46 @@ TEST_F(SessionProcess, AnotherOwnerSeesNothingAndAClosedSessionLeavesNothing) {
   ProcessInfo end = table->Wait(p.pid, steady_clock::now() + kLong).value_or(ProcessInfo{});
   EXPECT_FALSE(end.running);
   EXPECT_EQ(end.ended_by, "session_end");
+}
+
+TEST_F(SessionProcess, TwentyBackgroundProcessesLeaveNothingWhenTheSessionIsKilled) {
+  // A duration no other process on the machine sleeps: the host finds them by it.
+  const std::string seconds = "86400." + std::to_string(std::random_device{}() % 1000000000);
+  ProcessSpec spec;
+  spec.argv = {"sleep", seconds};
+  for (int i = 0; i < 20; ++i) StartOk(spec);
+  ASSERT_EQ(Table()->List().size(), 20u);
+  const std::string cmdline = "sleep " + seconds;
+  std::vector<int> pids = HostPidsWithCmdline(cmdline);
+  ASSERT_EQ(pids.size(), 20u);
+  const std::set<std::string> cgroups = CgroupDirsOf(pids[0]);
+  EXPECT_FALSE(cgroups.empty()) << "the session's processes are in a cgroup of its own";
+  // Its mount namespace, where the host may look (root may; a user where the sandbox's own
+  // user namespace lets it).
+  char ns[64] = {};
+  const bool ns_seen =
+      readlink(("/proc/" + std::to_string(pids[0]) + "/ns/mnt").c_str(), ns, sizeof ns - 1) > 0;
+  if (ns_seen) {
+    EXPECT_GT(ProcessesInMountNamespace(ns), 20) << "the kernel and init share it";
+  }
+  if (getuid() == 0) {
+    EXPECT_TRUE(ns_seen);
+  }
+
+  ASSERT_TRUE(S().Delete(id_).has_value());
+  id_.clear();
+  const auto deadline = steady_clock::now() + kLong;
+  auto left = [&] {
+    std::string what;
+    if (!HostPidsWithCmdline(cmdline).empty()) what += "processes ";
+    if (ns_seen && ProcessesInMountNamespace(ns) != 0) what += "mount-namespace ";
+    for (const auto& dir : cgroups)
+      if (access(dir.c_str(), F_OK) == 0) what += dir + " ";
+    return what;
+  };
+  while (!left().empty() && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(left(), "");
 }
 
 }  // namespace
