@@ -9,7 +9,7 @@ here=$(dirname "$0")
 
 # python3 runs at build time too: src/runtime/embed_agent.py.
 build_packages=(g++ cmake make pkg-config ccache python3 libseccomp-dev libpython3-dev libcap-dev nlohmann-json3-dev
-  libcli11-dev libgtest-dev libboost-dev libssl-dev libtomlplusplus-dev)
+  libcli11-dev libgtest-dev libboost-dev libssl-dev libtomlplusplus-dev zlib1g-dev)
 
 # The interpreter inside the sandbox and its packages: Debian's, never PyPI (the list is
 # shared with the Debian package's Depends).
