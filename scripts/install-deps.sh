@@ -26,8 +26,8 @@ case "${EXECBOX_PACKAGES:-standard}" in
 esac
 mapfile -t run_packages < <(cat "${lists[@]}" | grep -v -e '^#' -e '^$')
 
-# setuptools and wheel: the tests build wheels with pip wheel, offline.
-test_packages=(bubblewrap util-linux procps python3-jsonschema python3-setuptools python3-wheel wrk curl)
+# setuptools and wheel: the tests build wheels with pip wheel, offline; git: the E2B test runs it in a sandbox.
+test_packages=(bubblewrap util-linux procps python3-jsonschema python3-setuptools python3-wheel wrk curl git)
 
 [ $# -gt 0 ] || { echo "usage: install-deps.sh build|run|test..." >&2; exit 2; }
 wanted=()

@@ -30,7 +30,7 @@ std::string_view Trim(std::string_view s) {
 
 std::string Gzip(std::string_view data) {
   z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+  if (deflateInit2(&z, Z_BEST_SPEED, Z_DEFLATED, kGzipWindow, 8, Z_DEFAULT_STRATEGY) != Z_OK)
     return {};
   std::string out;
   std::string chunk(kChunk, '\0');

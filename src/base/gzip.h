@@ -8,7 +8,7 @@
 
 namespace execbox {
 
-// `data` as one gzip member.
+// `data` as one gzip member, compressed for speed (a download waits for it).
 std::string Gzip(std::string_view data);
 
 // The content of gzip data (one member or several, concatenated, as RFC 1952 allows), or why

@@ -119,10 +119,11 @@ class CommandTest(WarmTestCase):
         worker = self.worker(session=True)
         os.mkdir(os.path.join(worker.work, "d"))
         run = worker.execute("pwd; echo \"$GREETING\"; cat; ps -o pgid= -p $$ | tr -d ' '; echo $$",
-                             mode="command", env={"GREETING": "hi there"}, cwd="d", stdin=b"never read\n")
+                             mode="command", env={"GREETING": "hi there"}, cwd="d", stdin=b"read by cat\n")
         lines = run.stdout.decode().splitlines()
-        self.assertEqual(lines[:2], [os.path.join(os.path.realpath(worker.work), "d"), "hi there"])
-        self.assertEqual(lines[2], lines[3], run)  # the shell leads its own process group
+        self.assertEqual(lines[:3],
+                         [os.path.join(os.path.realpath(worker.work), "d"), "hi there", "read by cat"])
+        self.assertEqual(lines[3], lines[4], run)  # the shell leads its own process group
         self.assertEqual(result_json(run), {"exit_code": 0})
         run = worker.execute("kill -TERM $$", mode="command")
         self.assertEqual(result_json(run), {"exit_code": 128 + 15})

@@ -147,7 +147,62 @@ await check('files: write, read, list, and code sees them', async () => {
   await sbx.files.remove('sub')
   assert(!(await sbx.files.exists('sub')), 'removed')
   await throws(() => sbx.files.read('nope.txt'), /not found|no such/i, 'reading a missing file')
-  await throws(() => sbx.files.read('/etc/passwd'), /outside the sandbox's home/, 'a file outside the home')
+})
+
+await check('files at any path: git in /tmp through commands and files, /etc read, the system refused', async () => {
+  const init = await sbx.commands.run(
+    'git init -q /tmp/repo && cd /tmp/repo && git config user.email a@example.com && git config user.name A')
+  assert(init.exitCode === 0, `git init: ${init.stderr}`)
+  const written = await sbx.files.write('/tmp/repo/README.md', '# hello\n')
+  assert(written.path === '/tmp/repo/README.md', `write answered ${JSON.stringify(written)}`)
+  const commit = await sbx.commands.run('cd /tmp/repo && git add README.md && git commit -qm first && git log --format=%s')
+  assert(commit.stdout === 'first\n', `git commit: ${commit.stdout} ${commit.stderr}`)
+  await sbx.commands.run('echo more >> /tmp/repo/README.md')
+  const readme = await sbx.files.read('/tmp/repo/README.md')
+  assert(readme === '# hello\nmore\n', `read what a command wrote: ${JSON.stringify(readme).slice(0, 200)}`)
+  const listed = await sbx.files.list('/tmp/repo')
+  assert(listed.some((e) => e.path === '/tmp/repo/README.md'), JSON.stringify(listed).slice(0, 400))
+  await sbx.files.write('/tmp/deep/er/x.bin', new Uint8Array([0, 255, 10, 13]).buffer)
+  const bytes = await sbx.files.read('/tmp/deep/er/x.bin', { format: 'bytes' })
+  assert(Buffer.from(bytes).equals(Buffer.from([0, 255, 10, 13])), `bytes ${Buffer.from(bytes).toString('hex')}`)
+  // The sandbox's own passwd, where the home's user is.
+  assert(/^user:x:1000:/m.test(await sbx.files.read('/etc/passwd')), 'the sandbox passwd')
+  await throws(() => sbx.files.write('/usr/evil', 'x'), /read-only|permission/i, 'writing the read-only system')
+  await throws(() => sbx.files.read('/tmp/nope'), /not found|no such/i, 'a missing file outside the home')
+  await throws(() => sbx.files.read('/tmp'), /directory/i, 'a directory outside the home')
+})
+
+await check('gzip: uploads and downloads compressed, in the home and outside it', async () => {
+  const text = 'a line of text\n'.repeat(4000)
+  await sbx.files.write('/home/user/z.txt', text, { gzip: true })
+  await sbx.files.write('/tmp/z.txt', text, { gzip: true })
+  assert((await sbx.files.read('z.txt', { gzip: true })) === text, 'read z.txt')
+  assert((await sbx.files.read('/tmp/z.txt', { gzip: true })) === text, 'read /tmp/z.txt')
+  const inside = await sbx.runCode("len(open('/home/user/z.txt').read()), open('/tmp/z.txt').read() == open('z.txt').read()")
+  assert(inside.text === `(${text.length}, True)`, `inside: ${inside.text} ${JSON.stringify(inside.error)}`)
+  // On the wire, as a client without the SDK sees it.
+  const { gzipSync } = await import('node:zlib')
+  const base = process.env.E2B_SANDBOX_URL
+  const headers = { 'E2b-Sandbox-Id': sbx.sandboxId, 'E2b-Sandbox-Port': '49983', 'X-Access-Token': sbx.envdAccessToken }
+  for (const path of ['z.txt', '/tmp/z.txt']) {
+    const res = await fetch(`${base}/files?path=${encodeURIComponent(path)}`, { headers: { ...headers, 'Accept-Encoding': 'gzip' } })
+    assert(res.status === 200 && res.headers.get('content-encoding') === 'gzip', `${path}: ${res.status} ${res.headers.get('content-encoding')}`)
+    assert((await res.text()) === text, `${path}: the content`)
+  }
+  const upload = (path, body) =>
+    fetch(`${base}/files?path=${path}`, {
+      method: 'POST',
+      headers: { ...headers, 'Content-Type': 'application/octet-stream', 'Content-Encoding': 'gzip' },
+      body,
+    })
+  let r = await upload('/tmp/raw.txt', gzipSync('raw'))
+  assert(r.status === 200, `a gzip upload: ${r.status} ${await r.text()}`)
+  assert((await sbx.files.read('/tmp/raw.txt')) === 'raw', 'raw read back')
+  r = await upload('bomb.txt', gzipSync(Buffer.alloc(200 << 20)))
+  assert(r.status === 413 && /inflates to more than/.test(await r.text()), `a bomb: ${r.status}`)
+  r = await upload('junk.txt', Buffer.from('not gzip'))
+  assert(r.status === 400 && /gzip/.test(await r.text()), `not gzip: ${r.status}`)
+  assert(!(await sbx.files.exists('bomb.txt')) && !(await sbx.files.exists('junk.txt')), 'nothing written')
 })
 
 await check('the home is /home/user, owned by user, and /work and ~ name it', async () => {

@@ -33,7 +33,7 @@ TEST(Gzip, ConcatenatedMembersAreOneContent) {
 
 TEST(Gzip, ABombIsRefusedAtTheCapNotHeld) {
   const std::string bomb = Gzip(std::string(64 << 20, '\0'));
-  EXPECT_LT(bomb.size(), 100000u);
+  EXPECT_LT(bomb.size(), 400000u) << "compressed for speed, still 200 to 1";
   auto refused = Gunzip(bomb, 1 << 20);
   ASSERT_FALSE(refused.has_value());
   EXPECT_EQ(refused.error().kind, GunzipError::kTooLarge);

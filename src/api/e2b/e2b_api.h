@@ -11,12 +11,14 @@
 //   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill;
 //   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
 //     a Python namespace of the session, all sharing its work dir;
-//   envd (e2b_envd.cc): /health, /files, and over Connect-RPC (JSON) process.Process/Start and
+//   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC (JSON)
+//   process.Process/Start and
 //     filesystem.Filesystem's ListDir, Stat, MakeDir, Remove and Move.
 // Anything else of E2B's API answers an error that names it.
 #pragma once
 
 #include <chrono>
+#include <expected>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,12 +91,23 @@ class E2bApi final : public MountedApi {
   // e2b_envd.cc
   void Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
             const ApiKey& key);
-  void Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
-             const ApiKey& key);
   void StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                     std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
   void FilesystemRpc(const std::string& method, HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                      std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+
+  // e2b_files.cc: /files; a path outside the home through a command in the sandbox (as a status
+  // and a message when it fails).
+  void Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+             const ApiKey& key);
+  std::expected<std::string, std::pair<int, std::string>> ReadOutsideHome(const Sandbox& sandbox,
+                                                                          const ApiKey& key,
+                                                                          const std::string& path,
+                                                                          const std::string& peer);
+  std::optional<std::pair<int, std::string>> WriteOutsideHome(const Sandbox& sandbox, const ApiKey& key,
+                                                              const std::string& path,
+                                                              const std::string& content,
+                                                              const std::string& peer);
 
   // A program in the sandbox's session, through the gate as its key, on the calling thread.
   engine::Refused<engine::Result> RunIn(const Sandbox& sandbox, const ApiKey& key,

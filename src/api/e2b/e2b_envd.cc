@@ -1,5 +1,4 @@
-// E2B's envd (port 49983), as much as the SDKs' common calls need: /health; /files, read and
-// written by the zygote beneath the work dir (never following what the code planted); and over
+// E2B's envd (port 49983), as much as the SDKs' common calls need: /health; /files (e2b_files.cc); and over
 // Connect-RPC with the JSON codec, process.Process/Start (a shell command run to its end inside
 // the sandbox, its output streamed) and filesystem.Filesystem's ListDir, Stat, MakeDir, Remove
 // and Move (each run inside the sandbox as its code would). Every other RPC answers
@@ -15,9 +14,6 @@
 
 namespace execbox::api::e2b {
 namespace {
-
-// The largest file /files returns (the work dir itself is capped far lower by default).
-constexpr uint64_t kMaxReadBytes = 256ull << 20;
 
 constexpr std::string_view kProcessService = "/process.Process/";
 constexpr std::string_view kFilesystemService = "/filesystem.Filesystem/";
@@ -45,15 +41,6 @@ std::string RpcCodeOf(const engine::Refusal& refusal) {
       break;
   }
   return "internal";
-}
-
-// An absolute path inside the sandbox, without a trailing slash: a relative one is relative to
-// the home, as envd makes it; the home by its one name, so what is answered is under it.
-std::string AbsoluteInSandbox(std::string_view sent) {
-  std::string path = SandboxPath(sent);
-  if (path.empty() || path.front() != '/') path = std::string(kHome) + (path.empty() ? "" : "/" + path);
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  return path;
 }
 
 // The agent's listdir entry as envd's EntryInfo (JSON mapping of the protobuf message).
@@ -172,55 +159,6 @@ void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std
     return FilesystemRpc(path.substr(kFilesystemService.size()), request, exchange, std::move(sandbox), key);
   SendError(*exchange, 404,
             request.method + " " + path.substr(0, 100) + " is not part of envd's API in execbox");
-}
-
-void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
-                   std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
-  const engine::Caller caller = CallerOf(key);
-  const std::string sent = QueryParam(request.query, "path").value_or("");
-  if (request.method == "GET") {
-    auto path = WorkDirPath(sent);
-    if (!path) return SendError(*exchange, 400, path.error());
-    return calls_.Spawn([this, exchange, sandbox, caller, path = *path] {
-      auto content = gate_.ReadSessionFile(caller, sandbox->id, path, kMaxReadBytes);
-      if (!content) return SendRefusal(*exchange, content.error());
-      exchange->Respond(HttpResponse{
-          .status = 200, .content_type = "application/octet-stream", .body = std::move(*content)});
-    });
-  }
-  if (request.method != "POST") return SendError(*exchange, 405, "/files takes GET and POST");
-  if (!request.Header("content-encoding").empty())
-    return SendError(*exchange, 415, "compressed uploads are not supported; write without gzip");
-  std::vector<FormFile> files;
-  if (Essence(request.Header("content-type")) == "application/octet-stream") {
-    files.push_back({sent, std::move(request.body)});
-  } else {
-    auto parts = ParseMultipart(request.Header("content-type"), request.body);
-    if (!parts) return SendError(*exchange, 400, parts.error());
-    files = std::move(*parts);
-    // One path in the query names the file; without it each part's filename is its path.
-    if (!sent.empty()) {
-      for (auto& f : files) f.filename = sent;
-    }
-  }
-  std::vector<std::string> paths;
-  for (const auto& f : files) {
-    auto path = WorkDirPath(f.filename);
-    if (!path) return SendError(*exchange, 400, path.error());
-    paths.push_back(*path);
-  }
-  calls_.Spawn([this, exchange, sandbox, caller, files = std::move(files), paths] {
-    nlohmann::json written = nlohmann::json::array();
-    for (size_t i = 0; i < files.size(); ++i) {
-      auto done = gate_.WriteSessionFile(caller, sandbox->id, paths[i], files[i].content);
-      if (!done) return SendRefusal(*exchange, done.error());
-      const std::string& p = paths[i];
-      written.push_back({{"name", p.substr(p.rfind('/') == std::string::npos ? 0 : p.rfind('/') + 1)},
-                         {"type", "file"},
-                         {"path", std::string(kHome) + "/" + p}});
-    }
-    SendJson(*exchange, 200, written);
-  });
 }
 
 void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,

@@ -223,6 +223,13 @@ std::string SandboxPath(std::string_view path) {
   return std::string(path);
 }
 
+std::string AbsoluteInSandbox(std::string_view sent) {
+  std::string path = SandboxPath(sent);
+  if (path.empty() || path.front() != '/') path = std::string(kHome) + (path.empty() ? "" : "/" + path);
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 std::string ShellQuote(std::string_view text) {
   std::string out = "'";
   for (char c : text) {

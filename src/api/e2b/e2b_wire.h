@@ -69,6 +69,9 @@ std::expected<std::string, std::string> WorkDirPath(std::string_view path);
 // "~/...", "/work" and "/work/..." become /home/user[/...]; a relative path stays relative (to
 // the home, the cwd of what runs there); any other path is left as it is.
 std::string SandboxPath(std::string_view path);
+// An absolute path inside the sandbox, without a trailing slash: a relative one is relative to
+// the home, as envd makes it; the home by its one name, so what is answered is under it.
+std::string AbsoluteInSandbox(std::string_view sent);
 // Quoted for a POSIX shell ('...' with each ' as '\'').
 std::string ShellQuote(std::string_view text);
 

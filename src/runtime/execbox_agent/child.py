@@ -229,7 +229,8 @@ class ChildServer:
                 state = self.state = State(request, reporter)
                 write_inputs(self.work_dir, inputs)
                 if mode == "command":
-                    operation = lambda: run_command(state, self.null_in)  # noqa: E731
+                    # fd 0 is this execution's stdin: the request's stdin, then its end.
+                    operation = lambda: run_command(state, 0)  # noqa: E731
                 else:
                     operation = lambda: run_list_dir(state)  # noqa: E731
                 exit_code = in_place(state, self.work_dir, operation, True)

@@ -5,9 +5,9 @@
 # child or the cold agent refuses the modes.
 #
 #   command: `code` run by /bin/bash -l -c (/bin/sh -c where the sandbox has no bash), in its own
-#     process group, stdin at EOF, fds 1 and 2 the execution's own (its output reaches the host
-#     live, as print() does); the result is {"exit_code": N}, a signal N counted as 128 + N as a
-#     shell does; the execution itself ends with 0.
+#     process group, stdin the execution's (the request's stdin, then EOF), fds 1 and 2 its own
+#     (its output reaches the host live, as print() does); the result is {"exit_code": N}, a
+#     signal N counted as 128 + N as a shell does; the execution itself ends with 0.
 #   listdir: `code` is a directory; the result is {"path": absolute, "entries": [...],
 #     "truncated": bool}, breadth first to `depth` levels, sorted by name within a directory.
 #     Entries are lstat'ed: a symbolic link is reported as one (with its target), never
