@@ -18,7 +18,13 @@ key=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 other=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 plain=plain-$(head -c 18 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
 log=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b.XXXXXX")
-EXECBOX_API_KEYS="$key,$other,$plain" "$execbox" serve --listen 127.0.0.1:0 2>"$log" &
+# The main key without the default rate (20 a second, 40 at once): the SDK's file and process
+# calls are executions too, and the checks run them as fast as the machine goes. The others
+# keep the defaults.
+config=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b-config.XXXXXX")
+printf '[[keys]]\nid = "e2b-test"\nsha256 = "%s"\nrate_per_second = 1000\nburst = 1000\nmax_concurrent = 16\n' \
+  "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$config"
+EXECBOX_API_KEYS="$other,$plain" "$execbox" serve --config "$config" --listen 127.0.0.1:0 2>"$log" &
 server=$!
 stop() {
   kill -TERM "$server" 2>/dev/null
@@ -57,5 +63,5 @@ if [[ $status -ne 0 ]]; then
   echo "--- server log" >&2
   tail -n 60 "$log" >&2
 fi
-rm -f "$log"
+rm -f "$log" "$config"
 exit $status

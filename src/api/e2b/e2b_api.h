@@ -109,6 +109,14 @@ class E2bApi final : public MountedApi {
                                                               const std::string& content,
                                                               const std::string& peer);
 
+  // e2b_watch.cc: a directory watch, streamed (WatchDir) or polled (CreateWatcher, GetWatcherEvents,
+  // RemoveWatcher).
+  void WatchDir(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
+                const ApiKey& key);
+  void PolledWatcher(const std::string& method, const nlohmann::json& body,
+                     std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox, const ApiKey& key,
+                     const std::string& peer);
+
   // A program in the sandbox's session, through the gate as its key, on the calling thread.
   engine::Refused<engine::Result> RunIn(const Sandbox& sandbox, const ApiKey& key,
                                         runtime::PythonProgram program, const std::string& peer,

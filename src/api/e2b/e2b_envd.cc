@@ -22,27 +22,6 @@ void SendRpcError(Exchange& exchange, const RpcError& error) {
   exchange.Respond(HttpResponse{.status = HttpStatusOf(error.code), .body = Serialize(RpcErrorJson(error))});
 }
 
-std::string RpcCodeOf(const engine::Refusal& refusal) {
-  switch (refusal.kind) {
-    case engine::RefusalKind::kBadRequest:
-      return "invalid_argument";
-    case engine::RefusalKind::kNotFound:
-      return "not_found";
-    case engine::RefusalKind::kConflict:
-      return "failed_precondition";
-    case engine::RefusalKind::kTooLarge:
-    case engine::RefusalKind::kUnprocessable:
-      return "out_of_range";
-    case engine::RefusalKind::kTooMany:
-      return "resource_exhausted";
-    case engine::RefusalKind::kUnavailable:
-      return "unavailable";
-    case engine::RefusalKind::kInternal:
-      break;
-  }
-  return "internal";
-}
-
 // The agent's listdir entry as envd's EntryInfo (JSON mapping of the protobuf message).
 nlohmann::json EntryInfo(const nlohmann::json& e) {
   static const std::map<std::string, std::string> types = {
@@ -140,6 +119,27 @@ class CommandAnswer final : public StreamedAnswer {
 
 }  // namespace
 
+std::string RpcCodeOf(const engine::Refusal& refusal) {
+  switch (refusal.kind) {
+    case engine::RefusalKind::kBadRequest:
+      return "invalid_argument";
+    case engine::RefusalKind::kNotFound:
+      return "not_found";
+    case engine::RefusalKind::kConflict:
+      return "failed_precondition";
+    case engine::RefusalKind::kTooLarge:
+    case engine::RefusalKind::kUnprocessable:
+      return "out_of_range";
+    case engine::RefusalKind::kTooMany:
+      return "resource_exhausted";
+    case engine::RefusalKind::kUnavailable:
+      return "unavailable";
+    case engine::RefusalKind::kInternal:
+      break;
+  }
+  return "internal";
+}
+
 void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
                   const ApiKey& key) {
   const std::string& path = request.path;
@@ -212,12 +212,16 @@ void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& excha
 void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
                            std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
                            const ApiKey& key) {
+  if (method == "WatchDir") return WatchDir(request, exchange, std::move(sandbox), key);
+  if (method == "CreateWatcher" || method == "GetWatcherEvents" || method == "RemoveWatcher") {
+    auto body = nlohmann::json::parse(request.body.empty() ? "{}" : request.body, nullptr, false);
+    return PolledWatcher(method, body, exchange, std::move(sandbox), key, request.peer);
+  }
   const bool known = method == "ListDir" || method == "Stat" || method == "MakeDir" || method == "Remove" ||
                      method == "Move";
   if (!known) {
-    return SendRpcError(*exchange,
-                        {"unimplemented", "filesystem.Filesystem/" + method.substr(0, 40) +
-                                              " is not implemented by execbox (no directory watching)"});
+    return SendRpcError(*exchange, {"unimplemented", "filesystem.Filesystem/" + method.substr(0, 40) +
+                                                         " is not implemented by execbox"});
   }
   auto body = nlohmann::json::parse(request.body.empty() ? "{}" : request.body, nullptr, false);
   if (!body.is_object())

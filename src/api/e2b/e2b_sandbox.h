@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "api/e2b/e2b_api.h"
 #include "engine/refusal.h"
@@ -34,7 +36,24 @@ struct E2bApi::Sandbox {
   std::chrono::system_clock::time_point end_at;
   std::map<std::string, Context> contexts;  // kDefaultContext always
   uint64_t commands = 0;                    // numbers the commands' handles (E2B's "pid")
+
+  // A watcher of the polled form (CreateWatcher, e2b_watch.cc): its process and what of its
+  // output has been taken.
+  struct Watcher {
+    int32_t pid = 0;
+    std::mutex mu;  // one GetWatcherEvents at a time
+    uint64_t offset = 0;
+    std::string partial;                  // an unfinished line
+    std::vector<nlohmann::json> pending;  // changes read, not yet answered
+  };
+  std::map<std::string, std::shared_ptr<Watcher>> watchers;  // by watcherId
 };
+
+// The tag of a directory watch's process (e2b_watch.cc): E2B's process list leaves it out.
+inline constexpr const char* kWatchTag = "execbox:watch-dir";
+
+// The Connect code of a refusal of the gate's.
+std::string RpcCodeOf(const engine::Refusal& refusal);
 
 // The context every sandbox has; in the session it is the default namespace ("").
 inline constexpr const char* kDefaultContext = "default";
