@@ -232,7 +232,14 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kSignal:
     case FieldId::kResizeRows:
     case FieldId::kResizeCols:
-      break;  // not an argument of a tool
+    case FieldId::kPid:
+    case FieldId::kInput:
+    case FieldId::kCloseStdin:
+    case FieldId::kOffset:
+    case FieldId::kMaxBytes:
+    case FieldId::kWaitSeconds:
+    case FieldId::kToolSignal:
+      break;  // not an argument of these tools (the process tools': mcp_process_tools.cc)
   }
   return {};
 }
