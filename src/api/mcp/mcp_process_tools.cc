@@ -1,6 +1,5 @@
 #include "api/mcp/mcp_process_tools.h"
 
-#include <csignal>
 #include <cstring>
 #include <optional>
 
@@ -50,6 +49,14 @@ constexpr ProcessTool kProcessToolList[] = {
 constexpr auto kSignalWait = std::chrono::seconds(1);
 // start_process's output when it waits (read_process_output reads the rest).
 constexpr size_t kStartOutputBytes = 32 << 10;
+
+// An argument the checks let through, or its default from the request schema's table.
+template <typename T>
+T Argument(const json& fields, FieldId id) {
+  const RequestField& field = FieldWithId(id);
+  auto it = fields.find(field.name);
+  return it != fields.end() ? it->get<T>() : json::parse(field.default_json).get<T>();
+}
 
 engine::Refusal BadArgument(std::string detail) {
   return engine::MakeRefusal(engine::RefusalReason::kInvalidArguments, std::move(detail));
@@ -271,7 +278,8 @@ json CallProcessTool(engine::Gate& gate, const engine::Caller& caller, const eng
   const json& f = *checked;
   const std::string id = f["session_id"].get<std::string>();
   const int32_t pid = f.contains("pid") ? f["pid"].get<int32_t>() : 0;
-  const int wait_seconds = f.value("wait_seconds", 0);
+  const int wait_seconds =
+      tool->arguments & (kStartProcessTool | kReadOutputTool) ? Argument<int>(f, FieldId::kWaitSeconds) : 0;
 
   if (name == "start_process") {
     auto spec = ReadProcessSpec(f);
@@ -295,8 +303,8 @@ json CallProcessTool(engine::Gate& gate, const engine::Caller& caller, const eng
     return StructuredToolResult({{"processes", processes}});
   }
   if (name == "read_process_output") {
-    const uint64_t offset = f.value("offset", uint64_t{0});
-    const size_t max_bytes = f.value("max_bytes", size_t{32768});
+    const auto offset = Argument<uint64_t>(f, FieldId::kOffset);
+    const auto max_bytes = Argument<size_t>(f, FieldId::kMaxBytes);
     auto output = Collect(gate, caller, id, pid, offset, max_bytes, wait_seconds, cancel);
     if (!output) return RefusalToolResult(output.error());
     json out = {{"pid", pid}, {"running", output->info.running}};
@@ -312,7 +320,7 @@ json CallProcessTool(engine::Gate& gate, const engine::Caller& caller, const eng
       if (auto written = gate.WriteProcessInput(caller, id, pid, input); !written)
         return RefusalToolResult(written.error());
     }
-    if (f.value("close_stdin", false)) {
+    if (Argument<bool>(f, FieldId::kCloseStdin)) {
       if (auto closed = gate.CloseProcessInput(caller, id, pid); !closed)
         return RefusalToolResult(closed.error());
     }
@@ -323,7 +331,7 @@ json CallProcessTool(engine::Gate& gate, const engine::Caller& caller, const eng
     return StructuredToolResult(std::move(out));
   }
   // signal_process
-  std::optional<int> signal = f.contains("signal") ? ReadSignal(f["signal"]) : SIGTERM;
+  const std::optional<int> signal = ReadSignal(Argument<json>(f, FieldId::kToolSignal));
   if (!signal) {
     return RefusalToolResult(
         BadArgument("'signal' must name a signal (\"SIGTERM\", \"KILL\", ...) or be its number (1-64)"));
