@@ -110,6 +110,18 @@ export async function processSteps(client, t) {
     const still = await call("list_processes", { session_id: id });
     check("processes: it still runs in its own session", still.structuredContent?.processes?.find((p) => p.pid === pid)?.running === true,
       JSON.stringify(still.structuredContent));
+    // A wait for it, cancelled: the call stops waiting at once (its thread is not held 30 s).
+    const controller = new AbortController();
+    const t0 = Date.now();
+    const waiting = client.callTool({ name: "read_process_output", arguments: { session_id: id, pid, wait_seconds: 30 } },
+      undefined, { signal: controller.signal, timeout: 60000 });
+    setTimeout(() => controller.abort("test cancels"), 1000);
+    let rejected = false;
+    try { await waiting; } catch { rejected = true; }
+    check("processes: a cancelled wait is rejected at once", rejected && Date.now() - t0 < 5000, `${Date.now() - t0} ms`);
+    const killed = await call("signal_process", { session_id: id, pid, signal: "KILL" });
+    check("processes: then SIGKILL ends it", killed.structuredContent?.running === false && killed.structuredContent?.signal === 9,
+      JSON.stringify(killed.structuredContent));
   });
   return { id, other };
 }
