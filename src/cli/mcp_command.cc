@@ -24,12 +24,15 @@ namespace {
 const char* const kMcpHelp =
     "Serves the Model Context Protocol on standard input and output: one JSON-RPC 2.0 message per\n"
     "line (protocol 2025-11-25; 2025-06-18 and 2025-03-26 are negotiated). Tools: execute_python,\n"
-    "create_session, close_session. Logs go to stderr only. Every call passes the same gate as\n"
-    "`execbox serve`'s: limits ([limits.default] and [limits.max] of --config, else the built-in ones),\n"
-    "admission ([admission]) and a caller's rate and concurrency (those of an API key by default).\n"
-    "The warm pool starts first; where it cannot (for example no cgroups for an unprivileged user)\n"
-    "every execution gets a cold jail and the session tools say that they need the pool. At the end\n"
-    "of input, running calls finish, the sessions created are closed, and the server exits 0.\n"
+    "create_session, fork_session, close_session, and with the warm pool a session's processes\n"
+    "(start_process, list_processes, read_process_output, send_process_input, signal_process).\n"
+    "Logs go to stderr only. Every call passes the same gate as `execbox serve`'s: limits\n"
+    "([limits.default] and [limits.max] of --config, else the built-in ones), admission ([admission])\n"
+    "and a caller's rate and concurrency (those of an API key by default). The warm pool starts\n"
+    "first; where it cannot (for example no cgroups for an unprivileged user) every execution gets a\n"
+    "cold jail, the session tools say that they need the pool, and the process tools are not offered.\n"
+    "At the end of input, running calls finish, the sessions created are closed, and the server\n"
+    "exits 0.\n"
     "With a local `execbox serve --unix` running (see --server), it serves through that server's /mcp\n"
     "instead: at once, on its warm pool, under its settings, as the local user.";
 

@@ -87,7 +87,9 @@ class McpGateTest(ApiTestCase):
 
     def test_tools_carry_the_servers_limits(self):
         tools = self.mcp().tools()
-        self.assertEqual(set(tools), {"execute_python", "create_session", "fork_session", "close_session"})
+        # The process tools are offered because this server has sessions (a warm pool).
+        processes = {"start_process", "list_processes", "read_process_output", "send_process_input", "signal_process"}
+        self.assertEqual(set(tools), {"execute_python", "create_session", "fork_session", "close_session"} | processes)
         schema = tools["execute_python"]["inputSchema"]
         # What the sandbox can import, as its interpreter listed it when the server started.
         description = tools["execute_python"]["description"]

@@ -5,6 +5,7 @@
 // local server's /mcp, and the executions must have run on its warm pool.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { processSteps, processTools } from "./process_steps.mjs";
 
 const execbox = process.argv[2];
 const mcpArgs = ["mcp", ...process.argv.slice(3)];
@@ -55,7 +56,8 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
+  check("the session and process tools", JSON.stringify(names) ===
+    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", ...processTools].sort()), JSON.stringify(names));
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
@@ -128,6 +130,9 @@ await step("session", async () => {
   check("session: closed session is a session-not-found refusal", gone.isError === true && gone.structuredContent === undefined &&
     textOf(gone).startsWith("[execbox] refused (session-not-found): "), textOf(gone));
 });
+
+// A session's processes; the sessions are closed with the MCP session (at the end of input).
+await processSteps(client, { check, step, textOf, long });
 
 await step("refusals", async () => {
   const above = await client.callTool({ name: "execute_python", arguments: { code: "print('ran')", memory_mb: 5000 } }, undefined, long);

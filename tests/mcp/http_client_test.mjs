@@ -5,6 +5,7 @@
 // Usage: node http_client_test.mjs URL TOKEN [OTHER_TOKEN]   (URL ends in /mcp)
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { processSteps, processTools } from "./process_steps.mjs";
 
 const [url, token, otherToken] = process.argv.slice(2);
 let passed = 0, failed = 0;
@@ -79,7 +80,8 @@ await step("ping", async () => {
 await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("tools/list: four tools", JSON.stringify(names) === JSON.stringify(["close_session", "create_session", "execute_python", "fork_session"]), JSON.stringify(names));
+  check("tools/list: the session and process tools", JSON.stringify(names) ===
+    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", ...processTools].sort()), JSON.stringify(names));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema?.properties ?? {};
   check("tools/list: execute_python carries this server's defaults and maxima",
     exec.memory_mb?.default === 256 && exec.memory_mb?.maximum === 4096 && exec.timeout_seconds?.maximum === 300 &&
@@ -147,6 +149,25 @@ await step("another key", async () => {
   const mine = await inSession(id, "print(secret)");
   check("another key: still there for its owner", mine.structuredContent?.stdout === "alpha-only\n", textOf(mine));
   await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
+});
+
+// A session's processes, then: another key cannot reach them at all.
+const processSessions = await processSteps(client, { check, step, textOf, long });
+await step("processes: another key", async () => {
+  if (!otherToken) return;
+  const other = new Client({ name: "execbox-http-test-b", version: "1.0.0" });
+  const otherTransport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth(otherToken) } });
+  await other.connect(otherTransport);
+  const listed = await other.callTool({ name: "list_processes", arguments: { session_id: processSessions.id } }, undefined, long);
+  check("processes: another key's list is session-not-found", listed.isError === true &&
+    textOf(listed).startsWith("[execbox] refused (session-not-found): "), textOf(listed));
+  const started = await other.callTool({ name: "start_process", arguments: { session_id: processSessions.id, command: "true" } }, undefined, long);
+  check("processes: nor can it start one there", started.isError === true &&
+    textOf(started).startsWith("[execbox] refused (session-not-found): "), textOf(started));
+  await otherTransport.terminateSession();
+  await other.close();
+  for (const id of [processSessions.id, processSessions.other])
+    if (id) await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
 });
 
 await step("progress", async () => {

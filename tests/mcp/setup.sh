@@ -29,7 +29,7 @@ if [[ ! -f "$prefix/node_modules/@modelcontextprotocol/sdk/package.json" ]]; the
 fi
 # Replaced whole (a new file renamed over the old), so a test starting beside this one never
 # reads half a script.
-for script in client_test.mjs http_client_test.mjs; do
+for script in client_test.mjs http_client_test.mjs process_steps.mjs; do
   cp "$here/$script" "$prefix/.$script.$$"
   mv -f "$prefix/.$script.$$" "$prefix/$script"
 done

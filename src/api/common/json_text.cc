@@ -1,6 +1,7 @@
 #include "api/common/json_text.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace execbox::api {
 
@@ -31,6 +32,15 @@ int MaxDepth(std::string_view text) {
 
 std::string Serialize(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace execbox::api

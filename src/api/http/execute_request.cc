@@ -408,6 +408,14 @@ Read ReadField(const RequestField& field, const json& value, Reading& out) {
     case FieldId::kResizeRows:
     case FieldId::kResizeCols:
       break;  // a process route's (process_request.cc)
+    case FieldId::kPid:
+    case FieldId::kInput:
+    case FieldId::kCloseStdin:
+    case FieldId::kOffset:
+    case FieldId::kMaxBytes:
+    case FieldId::kWaitSeconds:
+    case FieldId::kToolSignal:
+      break;  // an MCP process tool's (mcp_process_tools.cc)
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "api/common/json_text.h"
+#include "api/common/process_json.h"
 #include "api/http/http_api.h"
 #include "api/http/http_problems.h"
 #include "api/http/http_wire.h"
@@ -21,24 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kReadBytes = 256 << 10;  // one answer's (or event batch's) output, at most
 constexpr std::chrono::seconds kHeartbeat{10};
-
-json ProcessJson(const engine::ProcessInfo& p) {
-  json j = {{"pid", p.pid},
-            {"argv", p.argv},
-            {"tag", p.tag},
-            {"pty", p.pty},
-            {"started", Rfc3339(p.started)},
-            {"running", p.running},
-            {"stdin_open", p.stdin_open},
-            {"output_bytes", p.output_bytes},
-            {"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
-            {"signal", p.signal ? json(*p.signal) : json(nullptr)}};
-  if (!p.command.empty()) j["command"] = p.command;
-  if (p.ended) j["ended"] = Rfc3339(*p.ended);
-  if (!p.running) j["ended_by"] = p.ended_by;
-  if (p.pty) j["size"] = {{"rows", p.rows}, {"cols", p.cols}};
-  return j;
-}
 
 bool ValidUtf8(const std::string& text) {
   try {
@@ -131,7 +114,7 @@ void HttpApi::Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchang
         auto list = gate_.ListProcesses(caller, id);
         if (!list) return answer(list.error());
         json out = json::array();
-        for (const auto& p : *list) out.push_back(ProcessJson(p));
+        for (const auto& p : *list) out.push_back(ProcessInfoJson(p));
         Respond(*exchange, JsonAnswer(200, {{"processes", out}}));
       });
     }
@@ -141,7 +124,7 @@ void HttpApi::Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchang
     return calls_.Spawn([this, exchange, caller, origin, id, answer, spec = std::move(*spec)] {
       auto started = gate_.StartProcess(caller, id, spec, origin);
       if (!started) return answer(started.error());
-      Respond(*exchange, JsonAnswer(201, ProcessJson(*started)));
+      Respond(*exchange, JsonAnswer(201, ProcessInfoJson(*started)));
     });
   }
 
@@ -160,7 +143,7 @@ void HttpApi::Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchang
     return calls_.Spawn([this, exchange, caller, id, pid, answer] {
       auto info = gate_.GetProcess(caller, id, pid);
       if (!info) return answer(info.error());
-      Respond(*exchange, JsonAnswer(200, ProcessJson(*info)));
+      Respond(*exchange, JsonAnswer(200, ProcessInfoJson(*info)));
     });
   }
   if (action == "/output") {
@@ -188,7 +171,7 @@ void HttpApi::Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchang
         Respond(*exchange, JsonAnswer(200, {{"chunks", chunks},
                                             {"next_offset", got->read.next_offset},
                                             {"dropped", got->read.dropped},
-                                            {"process", ProcessJson(got->info)}}));
+                                            {"process", ProcessInfoJson(got->info)}}));
       });
     }
     auto call = std::make_shared<OutputStreamAnswer>(exchange);
@@ -217,7 +200,7 @@ void HttpApi::Processes(HttpRequest& request, std::shared_ptr<Exchange>& exchang
               call->stream().Send(Event(engine::OutputStreamName(c.stream), ChunkJson(c, base64)));
             from = got->read.next_offset;
             if (!got->info.running && from >= got->info.output_bytes)
-              return call->stream().Send(Event("exit", ProcessJson(got->info)));
+              return call->stream().Send(Event("exit", ProcessInfoJson(got->info)));
             // Cancelled, or the server is shutting down: a follower is no execution to wait for.
             if (call->cancelled() || gate_.closed()) return;
           }

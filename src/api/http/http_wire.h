@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "api/common/json_text.h"  // Rfc3339, which the routes' JSON uses
+
 namespace execbox::api {
 
 // "HTTP/1.1 200 OK", Date, Server, Content-Type, the extra headers and Connection, each line
@@ -31,8 +33,5 @@ bool IsLoopbackOrigin(std::string_view origin);
 // (at most 3 bytes) stays in `carry` for the next chunk, so a character split across two
 // reads of a live stream is not turned into two replacement characters.
 std::string WholeUtf8(std::string& carry, std::string_view data);
-
-// RFC 3339 in UTC, to the second: "2026-12-03T06:08:18Z".
-std::string Rfc3339(std::chrono::system_clock::time_point t);
 
 }  // namespace execbox::api

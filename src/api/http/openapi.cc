@@ -46,7 +46,7 @@ json BodySchema(Request request) {
   json required = json::array();
   for (const RequestField* field : FieldsOf(request)) {
     properties[std::string(field->name)] = FieldSchema(*field, request);
-    if (field->required) required.push_back(field->name);
+    if (IsRequired(*field, request)) required.push_back(field->name);
   }
   json schema = {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
   if (!required.empty()) schema["required"] = required;
@@ -60,6 +60,13 @@ json PolicySchema() {
           {"enum", runtime::LintProfileNames()},
           {"default", json::parse(policy.default_json)},
           {"description", DescriptionOf(policy, kExecuteBody)}};
+}
+
+// A signal, by name or number: the schema the signal_process tool offers too.
+json SignalComponent() {
+  json schema = {{"description", DescriptionOf(FieldWithId(FieldId::kSignal), kProcessSignalBody)}};
+  schema.update(SignalSchema());
+  return schema;
 }
 
 json RequestSchemas(const engine::LimitsConfig& limits) {
@@ -85,14 +92,7 @@ json RequestSchemas(const engine::LimitsConfig& limits) {
           {"ProcessInputRequest", BodySchema(kProcessInputBody)},
           {"ProcessSignalRequest", BodySchema(kProcessSignalBody)},
           {"ProcessResizeRequest", BodySchema(kProcessResizeBody)},
-          {"Signal",
-           {{"description", DescriptionOf(FieldWithId(FieldId::kSignal), kProcessSignalBody)},
-            {"anyOf",
-             {{{"type", "string"},
-               {"minLength", 1},
-               {"maxLength", 16},
-               {"description", "A name, in any case, with or without `SIG`: `SIGTERM`, `TERM`, `kill`, ..."}},
-              {{"type", "integer"}, {"minimum", 1}, {"maximum", 64}}}}}}};
+          {"Signal", SignalComponent()}};
 }
 
 json Info() {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "api/mcp/json_rpc.h"
+#include "api/mcp/mcp_process_tools.h"
 #include "api/mcp/mcp_tools.h"
 #include "engine/result_json.h"
 
@@ -147,11 +148,14 @@ void McpServer::Dispatch(const json& message) {
     // Listed when the server started (serve, mcp); never run here, on the caller's thread.
     auto packages = gate_.ListedPackages();
     const std::optional<std::vector<std::string>> wheels = gate_.WheelNames();
-    Send(MakeResult(id, {{"tools", ToolDefinitions(
-                                       gate_.limits(),
-                                       packages ? engine::ModuleNames(*packages) : std::vector<std::string>{},
-                                       wheels)}}),
-         id);
+    json tools = ToolDefinitions(
+        gate_.limits(), packages ? engine::ModuleNames(*packages) : std::vector<std::string>{}, wheels);
+    // A session's processes only where there are sessions (not on cold jails): elsewhere every
+    // call of them could only be refused.
+    if (gate_.sessions_available()) {
+      for (auto& tool : ProcessToolDefinitions()) tools.push_back(std::move(tool));
+    }
+    Send(MakeResult(id, {{"tools", std::move(tools)}}), id);
   } else if (method == "tools/call") {
     StartToolCall(id, params);
   } else {
@@ -201,7 +205,7 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     return;
   }
   const std::string tool = name->get<std::string>();
-  bool known = false;
+  bool known = IsProcessTool(tool) && gate_.sessions_available();
   for (const auto& definition : ToolDefinitions(gate_.limits())) known = known || definition["name"] == tool;
   if (!known) {
     Send(MakeError(id, kInvalidParams, "unknown tool: " + tool), id);
@@ -211,9 +215,10 @@ void McpServer::StartToolCall(const json& id, const json& params) {
   if (params.contains("_meta") && params["_meta"].is_object() && params["_meta"].contains("progressToken")) {
     progress_token = params["_meta"]["progressToken"];
   }
-  // Progress is told of executions only: the session tools end within seconds.
-  auto call =
-      std::make_shared<ToolCall>(*this, id, tool == "execute_python" ? progress_token : json(nullptr));
+  // Progress is told of executions and of the process tools (which may wait for a process): the
+  // session tools end within seconds.
+  const bool long_running = tool == "execute_python" || IsProcessTool(tool);
+  auto call = std::make_shared<ToolCall>(*this, id, long_running ? progress_token : json(nullptr));
   bool in_use = false;
   {
     std::lock_guard lock(calls_mu_);
@@ -231,9 +236,11 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     auto result = std::make_shared<json>();
     calls_.Spawn(
         call,
-        [this, tool, arguments, result] {
+        [this, tool, arguments, result, call] {
           try {
-            *result = SessionTool(tool, arguments);
+            *result = IsProcessTool(tool)
+                          ? CallProcessTool(gate_, caller_, origin_, tool, arguments, call->cancel_flag())
+                          : SessionTool(tool, arguments);
           } catch (const std::exception& e) {
             *result = ToolError(std::string("internal error: ") + e.what());
           }

@@ -9,6 +9,8 @@
 // gate's. An execute_python call is admitted on the transport's thread, before a thread is
 // started for it, so a flood of calls is refused at once. Sessions created through an
 // McpServer are closed when it ends (end of input, DELETE /mcp or the MCP session's expiry).
+// The tools for a session's processes (mcp_process_tools.h) are offered and run only where the
+// gate has sessions.
 #pragma once
 
 #include <chrono>

@@ -19,11 +19,17 @@ json SessionIdSchema() {
 }
 
 // A tool's argument from the request schema, as the tools have always listed it: what to send,
-// with neither null nor a string's bounds (the argument checks explain those to the model).
+// with neither null nor a string's bounds (the argument checks explain those to the model); an
+// integer's bounds and a default where the table has them; a signal as a name or a number.
 json ToolProperty(const RequestField& field, Request tool) {
-  json property = {{"type", JsonTypeName(field.type)}};
+  json property = field.component == "Signal" ? SignalSchema() : json{{"type", JsonTypeName(field.type)}};
   if (field.items != JsonType::kNone) property["items"] = {{"type", JsonTypeName(field.items)}};
   if (field.max_items > 0) property["maxItems"] = field.max_items;
+  if (field.type == JsonType::kInteger && field.maximum > 0) {
+    property["minimum"] = field.minimum;
+    property["maximum"] = field.maximum;
+  }
+  if (!field.default_json.empty()) property["default"] = json::parse(field.default_json);
   property["description"] = DescriptionOf(field, tool);
   return property;
 }
@@ -41,7 +47,7 @@ json ToolInputSchema(Request tool, const engine::LimitsConfig& limits, bool whee
     // `packages` is offered only where there is a wheelhouse: without one it could only be refused.
     if (field->id == FieldId::kPackages && !wheelhouse) continue;
     properties[std::string(field->name)] = ToolProperty(*field, tool);
-    if (field->required) required.push_back(field->name);
+    if (IsRequired(*field, tool)) required.push_back(field->name);
   }
   json schema = {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
   if (!required.empty()) schema["required"] = required;
@@ -232,7 +238,14 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kSignal:
     case FieldId::kResizeRows:
     case FieldId::kResizeCols:
-      break;  // not an argument of a tool
+    case FieldId::kPid:
+    case FieldId::kInput:
+    case FieldId::kCloseStdin:
+    case FieldId::kOffset:
+    case FieldId::kMaxBytes:
+    case FieldId::kWaitSeconds:
+    case FieldId::kToolSignal:
+      break;  // not an argument of these tools (the process tools': mcp_process_tools.cc)
   }
   return {};
 }
@@ -282,6 +295,18 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
   });
 }
 
+json ToolArgumentsSchema(Request tool) {
+  json properties = json::object();
+  json required = json::array();
+  for (const RequestField* field : FieldsOf(tool)) {
+    properties[std::string(field->name)] = ToolProperty(*field, tool);
+    if (IsRequired(*field, tool)) required.push_back(field->name);
+  }
+  json schema = {{"type", "object"}, {"properties", properties}, {"additionalProperties", false}};
+  if (!required.empty()) schema["required"] = required;
+  return schema;
+}
+
 engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& arguments) {
   if (!arguments.is_object()) return std::unexpected(BadArgument("arguments must be an object"));
   engine::ExecutionRequest request;
@@ -304,7 +329,7 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
   for (const RequestField* field : FieldsOf(kExecutePythonTool)) {
     auto it = arguments.find(field->name);
     if (it == arguments.end()) {
-      if (!field->required) continue;
+      if (!IsRequired(*field, kExecutePythonTool)) continue;
       return std::unexpected(
           BadArgument("'" + std::string(field->name) + "' is required and must be " + ArgumentType(*field)));
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "api/schema/request_schema.h"
 #include "base/error.h"
 #include "engine/gate.h"
 #include "engine/result.h"
@@ -25,6 +26,10 @@ namespace execbox::api {
 nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
                                const std::vector<std::string>& modules = {},
                                const std::optional<std::vector<std::string>>& wheelhouse = std::nullopt);
+
+// The inputSchema of a tool whose arguments are all rows of the request schema (the process
+// tools): each with its type, bounds, default and description, the required ones listed.
+nlohmann::json ToolArgumentsSchema(Request tool);
 
 // execute_python's arguments {code, session_id?, packages?, <limit>?...} as the gate's request. A bad
 // argument is a refusal whose detail is meant for the model to correct itself.

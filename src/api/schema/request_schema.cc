@@ -131,15 +131,17 @@ constexpr RequestField kTable[] = {
             "the sandbox, `pip install NAME` does the same."}}}},
     {.id = FieldId::kSessionId,
      .name = "session_id",
-     .in = kExecuteBody | kExecutePythonTool,
+     .in = kExecuteBody | kExecutePythonTool | kProcessTools,
      .type = JsonType::kString,
+     .required_in = kProcessTools,
      .min_length = 1,
      .descriptions =
          {{{kExecuteBody,
             "Run in this session (as `POST /v1/sessions/{id}/execute` does). Not accepted on the session "
             "route, where the id is in the path."},
            {kExecutePythonTool,
-            "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."}}}},
+            "Run in this session (from create_session) so variables persist; omit for a fresh sandbox."},
+           {kProcessTools, "The session (from create_session) whose processes these are."}}}},
     {.id = FieldId::kFileName,
      .name = "name",
      .in = kInputFile,
@@ -161,33 +163,33 @@ constexpr RequestField kTable[] = {
      .descriptions = {{{kInputFile, "The content, standard base64 with padding, no whitespace."}}}},
     {.id = FieldId::kArgv,
      .name = "argv",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kArray,
      .items = JsonType::kString,
      .max_items = 1024,
-     .descriptions = {{{kProcessStartBody,
+     .descriptions = {{{kProcessStartBody | kStartProcessTool,
                         "The program and its arguments, run as they are (no shell); the program is looked up "
                         "in `PATH` unless it has a `/`. Give this or `command`."}}}},
     {.id = FieldId::kCommand,
      .name = "command",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kString,
      .min_length = 1,
-     .descriptions = {{{kProcessStartBody,
+     .descriptions = {{{kProcessStartBody | kStartProcessTool,
                         "A shell command, run as `/bin/bash -l -c COMMAND`. Give this or `argv`."}}}},
     {.id = FieldId::kEnv,
      .name = "env",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kObject,
-     .descriptions = {{{kProcessStartBody,
+     .descriptions = {{{kProcessStartBody | kStartProcessTool,
                         "Environment variables, `{\"NAME\": \"value\"}`, set over the sandbox's own "
                         "environment (`PATH`, `HOME`, `LANG`, ...)."}}}},
     {.id = FieldId::kCwd,
      .name = "cwd",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kString,
      .max_length = 4096,
-     .descriptions = {{{kProcessStartBody,
+     .descriptions = {{{kProcessStartBody | kStartProcessTool,
                         "The working directory: absolute, or relative to the work dir (the default)."}}}},
     {.id = FieldId::kPty,
      .name = "pty",
@@ -219,20 +221,23 @@ constexpr RequestField kTable[] = {
      .descriptions = {{{kProcessStartBody, "With `pty`: the terminal's width."}}}},
     {.id = FieldId::kProcessStdin,
      .name = "stdin",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kBoolean,
      .nullable = false,
      .default_json = "false",
      .descriptions =
          {{{kProcessStartBody,
             "Without `pty`: give the process a stdin pipe to write to (`/input`, `/close-stdin`); "
-            "otherwise its stdin is `/dev/null`."}}}},
+            "otherwise its stdin is `/dev/null`."},
+           {kStartProcessTool,
+            "Give it a stdin to write to with send_process_input; otherwise it reads /dev/null."}}}},
     {.id = FieldId::kTag,
      .name = "tag",
-     .in = kProcessStartBody,
+     .in = kProcessStartBody | kStartProcessTool,
      .type = JsonType::kString,
      .max_length = 256,
-     .descriptions = {{{kProcessStartBody, "A name of the client's for the process, listed with it."}}}},
+     .descriptions = {{{kProcessStartBody | kStartProcessTool,
+                        "A name of the client's for the process, listed with it."}}}},
     {.id = FieldId::kData,
      .name = "data",
      .in = kProcessInputBody,
@@ -272,6 +277,72 @@ constexpr RequestField kTable[] = {
      .minimum = 1,
      .maximum = 1000,
      .descriptions = {{{kProcessResizeBody, "The terminal's new width."}}}},
+    // The MCP process tools' arguments: what a route has in its path or query string, a tool
+    // has as an argument. A model often sends null for an optional one: it is left out.
+    {.id = FieldId::kPid,
+     .name = "pid",
+     .in = kReadOutputTool | kSendInputTool | kSignalProcessTool,
+     .type = JsonType::kInteger,
+     .required = true,
+     .nullable = false,
+     .minimum = 1,
+     .maximum = 2147483647,
+     .descriptions = {{{kReadOutputTool | kSendInputTool | kSignalProcessTool,
+                        "The process's pid, from start_process or list_processes."}}}},
+    {.id = FieldId::kInput,
+     .name = "input",
+     .in = kSendInputTool,
+     .type = JsonType::kString,
+     .required = true,
+     .nullable = false,
+     .max_length = 1 << 20,  // engine::ProcessLimits::max_write_bytes
+     .descriptions = {{{kSendInputTool,
+                        "Text to write to its stdin, as UTF-8 (end a line with \\n); at most 1 MiB."}}}},
+    {.id = FieldId::kCloseStdin,
+     .name = "close_stdin",
+     .in = kSendInputTool,
+     .type = JsonType::kBoolean,
+     .default_json = "false",
+     .descriptions = {{{kSendInputTool, "Close its stdin after the input: it then reads end of file."}}}},
+    {.id = FieldId::kOffset,
+     .name = "offset",
+     .in = kReadOutputTool,
+     .type = JsonType::kInteger,
+     .minimum = 0,
+     .maximum = (int64_t{1} << 53) - 1,
+     .default_json = "0",
+     .descriptions = {{{kReadOutputTool,
+                        "Where to read from: 0 for the start, or the next_offset of the previous read."}}}},
+    {.id = FieldId::kMaxBytes,
+     .name = "max_bytes",
+     .in = kReadOutputTool,
+     .type = JsonType::kInteger,
+     .minimum = 1,
+     .maximum = 256 << 10,
+     .default_json = "32768",
+     .descriptions = {{{kReadOutputTool, "At most about this many bytes of output in the answer."}}}},
+    {.id = FieldId::kWaitSeconds,
+     .name = "wait_seconds",
+     .in = kStartProcessTool | kReadOutputTool,
+     .type = JsonType::kInteger,
+     .minimum = 0,
+     .maximum = 30,
+     .default_json = "0",
+     .descriptions =
+         {{{kStartProcessTool,
+            "Wait up to this many seconds for it to end, and answer with its output so far too (0: answer "
+            "at once)."},
+           {kReadOutputTool,
+            "Wait up to this many seconds for the process to end (or max_bytes of output) before "
+            "answering; 0 answers at once with what is there."}}}},
+    {.id = FieldId::kToolSignal,
+     .name = "signal",
+     .in = kSignalProcessTool,
+     .type = JsonType::kNone,
+     .component = "Signal",
+     .default_json = R"("SIGTERM")",
+     .descriptions = {{{kSignalProcessTool,
+                        "The signal, by name (\"SIGTERM\", \"KILL\", \"INT\", ...) or number (1-64)."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.
@@ -279,11 +350,11 @@ constexpr bool IdsAreIndices() {
   for (size_t i = 0; i < std::size(kTable); ++i) {
     if (static_cast<size_t>(kTable[i].id) != i) return false;
   }
-  return std::size(kTable) == static_cast<size_t>(FieldId::kResizeCols) + 1;
+  return std::size(kTable) == static_cast<size_t>(FieldId::kToolSignal) + 1;
 }
 static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 
-bool IsTool(Request request) { return (request & (kExecutePythonTool | kCreateSessionTool)) != 0; }
+bool IsTool(Request request) { return (request & kTools) != 0; }
 
 bool Is(JsonType type, const nlohmann::json& value) {
   switch (type) {
@@ -338,6 +409,10 @@ std::string_view DescriptionOf(const RequestField& field, Request request) {
     if (text.in & request) return text.text;
   }
   return {};
+}
+
+bool IsRequired(const RequestField& field, Request request) {
+  return field.required || (field.required_in & request) != 0;
 }
 
 bool HasType(const RequestField& field, const nlohmann::json& value) { return Is(field.type, value); }

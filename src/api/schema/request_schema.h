@@ -1,9 +1,9 @@
 // The one table of the fields of the requests that run code: the bodies of POST /v1/execute,
-// /v1/sessions/{id}/execute, /v1/check and /v1/sessions, and the arguments of the MCP tools
-// execute_python and create_session. Each row is one field written once: its JSON type, bounds,
-// default, its descriptions (which are the documentation) and the requests that carry it. The
-// HTTP parsers (api/http/execute_request.h) take their allowed names and type checks from it,
-// the MCP tools (api/mcp/mcp_tools.h) their inputSchema and argument checks, and the OpenAPI
+// /v1/sessions/{id}/execute, /v1/check and /v1/sessions, of a session's process routes, and the
+// arguments of the MCP tools (execute_python, create_session and the process tools). Each row is one field
+// written once: its JSON type, bounds, default, its descriptions (which are the documentation) and the
+// requests that carry it. The HTTP parsers (api/http/execute_request.h) take their allowed names and type
+// checks from it, the MCP tools (api/mcp/mcp_tools.h) their inputSchema and argument checks, and the OpenAPI
 // document (api/http/openapi.h) its request schemas. What a limit is lives in the limit
 // schema (engine/limit_schema.h); here `limits` is one field.
 #pragma once
@@ -11,11 +11,15 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <expected>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "engine/session_processes.h"
 
 namespace execbox::api {
 
@@ -32,7 +36,16 @@ enum Request : unsigned {
   kProcessInputBody = 1u << 8,    // POST .../processes/{pid}/input (ProcessInputRequest)
   kProcessSignalBody = 1u << 9,   // POST .../processes/{pid}/signal (ProcessSignalRequest)
   kProcessResizeBody = 1u << 10,  // POST .../processes/{pid}/resize (ProcessResizeRequest)
+  kStartProcessTool = 1u << 11,   // MCP start_process's arguments
+  kListProcessesTool = 1u << 12,  // MCP list_processes's
+  kReadOutputTool = 1u << 13,     // MCP read_process_output's
+  kSendInputTool = 1u << 14,      // MCP send_process_input's
+  kSignalProcessTool = 1u << 15,  // MCP signal_process's
 };
+// The MCP tools that reach a session's processes, and every tool.
+inline constexpr unsigned kProcessTools =
+    kStartProcessTool | kListProcessesTool | kReadOutputTool | kSendInputTool | kSignalProcessTool;
+inline constexpr unsigned kTools = kExecutePythonTool | kCreateSessionTool | kProcessTools;
 
 // Each field, in the table's order, so that a front end's switch over them is checked by the
 // compiler (-Wswitch): a field added to the table is a field every front end must decide about.
@@ -63,6 +76,14 @@ enum class FieldId {
   kSignal,
   kResizeRows,
   kResizeCols,
+  // the MCP process tools' own arguments
+  kPid,
+  kInput,
+  kCloseStdin,
+  kOffset,
+  kMaxBytes,
+  kWaitSeconds,
+  kToolSignal,  // signal_process's: optional, SIGTERM by default (the HTTP body's must be given)
 };
 
 enum class JsonType { kNone, kString, kBoolean, kArray, kObject, kInteger };
@@ -83,9 +104,10 @@ struct RequestField {
   // The OpenAPI component the value is (an array's items are): "Limits", "Policy", "InputFile".
   // The component holds the type, default and description; the field refers to it.
   std::string_view component = {};
-  bool required = false;  // in every request that carries it
-  bool nullable = true;   // null is the same as leaving it out
-  size_t min_length = 0;  // a string's, in bytes (0: none)
+  bool required = false;     // in every request that carries it
+  unsigned required_in = 0;  // ... or only in these (session_id: the process tools, not execute_python)
+  bool nullable = true;      // null is the same as leaving it out
+  size_t min_length = 0;     // a string's, in bytes (0: none)
   size_t max_length = 0;
   size_t max_items = 0;  // an array's (0: none)
   int64_t minimum = 0;   // an integer's bounds (maximum 0: none)
@@ -109,6 +131,9 @@ std::string AllowedNames(Request request);
 // The field's description in `request` (empty where it has none).
 std::string_view DescriptionOf(const RequestField& field, Request request);
 
+// Whether `request` must carry the field.
+bool IsRequired(const RequestField& field, Request request);
+
 // Whether the value has the field's JSON type (an array's items are not looked at).
 bool HasType(const RequestField& field, const nlohmann::json& value);
 // Whether an item of an array field has the items' type.
@@ -119,5 +144,24 @@ std::string ExpectedType(const RequestField& field);
 std::string ExpectedType(JsonType type);
 // A JSON Schema type name: "string", "boolean", "array", "object".
 std::string_view JsonTypeName(JsonType type);
+// The JSON Schema of a signal (component "Signal"): a name or a number, for the OpenAPI document
+// and the signal_process tool alike.
+nlohmann::json SignalSchema();
+
+// A request's fields checked against the table (request_check.cc): no unknown ones, the required
+// ones present, each of its type (an array's items too), an integer within its bounds, a string
+// within its lengths. Null is the same as absent where a field may be null. `fields` holds what
+// was given (null ones left out), for the request's own reader.
+struct FieldFault {
+  std::string type;    // "unknown-field", "missing-field", "wrong-type" or "invalid-value"
+  std::string field;   // its name
+  std::string detail;  // for the client: "'pid' must be an integer, not a string"
+};
+std::expected<nlohmann::json, FieldFault> CheckFields(const nlohmann::json& object, Request request);
+// A process to start, from the fields CheckFields gave of POST .../processes or start_process:
+// either argv or command, no NUL anywhere, env names that can be names, pty sizes only with a pty.
+std::expected<engine::ProcessSpec, FieldFault> ReadProcessSpec(const nlohmann::json& fields);
+// A signal's number from a name ("SIGTERM", "term") or a number (1-64); nullopt for neither.
+std::optional<int> ReadSignal(const nlohmann::json& value);
 
 }  // namespace execbox::api
