@@ -9,6 +9,7 @@
 #include <string>
 
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_wire.h"
 #include "engine/refusal.h"
 
 namespace execbox::api::e2b {
@@ -33,7 +34,14 @@ struct E2bApi::Sandbox {
   std::mutex mu;  // guards what follows
   std::chrono::system_clock::time_point end_at;
   std::map<std::string, Context> contexts;  // kDefaultContext always
-  uint64_t commands = 0;                    // numbers the commands' handles (E2B's "pid")
+  // The config each process was started with through envd (process.ProcessConfig: its envs
+  // and cwd as sent, which the session's table does not keep), by pid, for List; the start
+  // time tells a pid used again since (by another start, through /v1) from the one it names.
+  struct Started {
+    std::chrono::system_clock::time_point at;
+    nlohmann::json config;
+  };
+  std::map<int32_t, Started> processes;
 };
 
 // The context every sandbox has; in the session it is the default namespace ("").
@@ -45,6 +53,11 @@ inline std::string NamespaceOf(const std::string& context) {
 // The code interpreter's and envd's keep-alive: well inside any proxy's idle timeout; sent once
 // a stream has started (a refusal before it is still an ordinary answer).
 inline constexpr std::chrono::seconds kKeepAliveSilence{5};
+
+// envd's Connect-RPC answers (e2b_envd.cc): a unary call's error, with the HTTP status of its
+// code; a refusal of the gate's as a Connect code.
+void SendRpcError(Exchange& exchange, const RpcError& error);
+std::string RpcCodeOf(const engine::Refusal& refusal);
 
 // E2B's error body, {"code": status, "message"}, with that status.
 void SendError(Exchange& exchange, int status, const std::string& message);
