@@ -6,11 +6,9 @@
 // sandbox's pid, data, end); List, SendInput, SendSignal, CloseStdin and Update are unary;
 // StreamInput (a client stream) is read whole, as HTTP/1.1 delivers it. Which process a call
 // may reach and how many may run are the gate's and the table's rules, not this file's.
-#include <charconv>
-#include <limits>
-
 #include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_process_request.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
@@ -23,41 +21,9 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kReadBytes = 64 << 10;                 // one read of a followed process's output
-constexpr std::chrono::seconds kFollowWait{1};          // a quiet follower looks again this often
-constexpr size_t kRemembered = 256;                     // start configs kept per sandbox, for List
-constexpr std::string_view kBashCommand = "/bin/bash";  // the SDKs' commands.run: bash -l -c CMD
-
-const json& Field(const json& object, const char* name) {
-  static const json null;
-  if (!object.is_object()) return null;
-  auto it = object.find(name);
-  return it == object.end() ? null : *it;
-}
-
-// A protobuf integer in its JSON mapping: a number, or a decimal string.
-std::optional<uint64_t> Unsigned(const json& v) {
-  if (v.is_number_unsigned()) return v.get<uint64_t>();
-  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
-  if (!v.is_string()) return std::nullopt;
-  const auto& s = v.get_ref<const std::string&>();
-  uint64_t n = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), n);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return n;
-}
-
-// Protobuf bytes in their JSON mapping: base64, standard or URL-safe, padded or not.
-std::optional<std::string> Bytes(const json& v) {
-  if (!v.is_string()) return std::nullopt;
-  std::string text = v.get<std::string>();
-  for (char& c : text) {
-    if (c == '-') c = '+';
-    if (c == '_') c = '/';
-  }
-  while (text.size() % 4 != 0) text += '=';
-  return Base64Decode(text);
-}
+constexpr size_t kReadBytes = 64 << 10;         // one read of a followed process's output
+constexpr std::chrono::seconds kFollowWait{1};  // a quiet follower looks again this often
+constexpr size_t kRemembered = 256;             // start configs kept per sandbox, for List
 
 RpcError Invalid(std::string message) { return RpcError{"invalid_argument", std::move(message)}; }
 
@@ -77,30 +43,9 @@ RpcError ProcessRpcError(const engine::Refusal& refusal) {
   }
 }
 
-// process.ProcessSelector: {pid} or {tag}.
-struct Selector {
-  int32_t pid = 0;  // 0: by tag
-  std::string tag;
-};
-
-std::expected<Selector, RpcError> SelectorOf(const json& request) {
-  const json& process = Field(request, "process");
-  const json& pid = Field(process, "pid");
-  const json& tag = Field(process, "tag");
-  if (!pid.is_null()) {
-    auto n = Unsigned(pid);
-    if (!n || *n == 0 || *n > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
-      return std::unexpected(Invalid("process.pid must be a process id"));
-    return Selector{.pid = static_cast<int32_t>(*n), .tag = {}};
-  }
-  if (tag.is_string() && !tag.get_ref<const std::string&>().empty())
-    return Selector{.pid = 0, .tag = tag.get<std::string>()};
-  return std::unexpected(Invalid("process must select a process: {\"pid\": N} or {\"tag\": \"...\"}"));
-}
-
 // The pid a selector names: a tag names the running process with it, else the latest that had it.
 std::expected<int32_t, RpcError> Resolve(engine::Gate& gate, const engine::Caller& caller,
-                                         const std::string& id, const Selector& selector) {
+                                         const std::string& id, const ProcessSelector& selector) {
   if (selector.pid != 0) return selector.pid;
   auto list = gate.ListProcesses(caller, id);
   if (!list) return std::unexpected(ProcessRpcError(list.error()));
@@ -110,78 +55,6 @@ std::expected<int32_t, RpcError> Resolve(engine::Gate& gate, const engine::Calle
   }
   if (found == nullptr) return std::unexpected(RpcError{"not_found", "no process tagged " + selector.tag});
   return found->pid;
-}
-
-// A StartRequest as the session's table takes it, and its process.ProcessConfig as List gives
-// it back.
-struct StartSpec {
-  engine::ProcessSpec spec;
-  json config;
-};
-
-std::expected<StartSpec, RpcError> StartSpecOf(const json& start,
-                                               const std::map<std::string, std::string>& env) {
-  const json& process = Field(start, "process");
-  if (!process.is_object())
-    return std::unexpected(Invalid("the request must be a StartRequest with its process"));
-  const json& cmd = Field(process, "cmd");
-  if (!cmd.is_string() || cmd.get_ref<const std::string&>().empty())
-    return std::unexpected(Invalid("process.cmd must be a program's name"));
-  StartSpec out;
-  std::vector<std::string> args;
-  const json& sent_args = Field(process, "args");
-  if (!sent_args.is_null() && !sent_args.is_array())
-    return std::unexpected(Invalid("process.args must be strings"));
-  for (const auto& a : sent_args.is_array() ? sent_args : json::array()) {
-    if (!a.is_string()) return std::unexpected(Invalid("process.args must be strings"));
-    args.push_back(a.get<std::string>());
-  }
-  out.spec.env = env;  // the sandbox's envVars, under the process's own
-  json envs = json::object();
-  const json& sent_envs = Field(process, "envs");
-  if (!sent_envs.is_null() && !sent_envs.is_object())
-    return std::unexpected(Invalid("process.envs must map names to strings"));
-  if (sent_envs.is_object()) {
-    for (const auto& [k, v] : sent_envs.items()) {
-      if (!v.is_string()) return std::unexpected(Invalid("process.envs must map names to strings"));
-      out.spec.env[k] = v.get<std::string>();
-    }
-    envs = sent_envs;
-  }
-  out.config = {{"cmd", cmd}, {"args", args}, {"envs", envs}};
-  const json& cwd = Field(process, "cwd");
-  if (cwd.is_string() && !cwd.get_ref<const std::string&>().empty()) {
-    out.spec.cwd = AbsoluteInSandbox(cwd.get<std::string>());
-    out.config["cwd"] = cwd;
-  }
-  // The SDKs' commands.run(cmd) is `/bin/bash -l -c cmd`: the table's shell command, which the
-  // audit then shows as the command itself.
-  if (cmd == kBashCommand && args.size() == 3 && args[0] == "-l" && args[1] == "-c") {
-    out.spec.command = args[2];
-  } else {
-    out.spec.argv = {cmd.get<std::string>()};
-    out.spec.argv.insert(out.spec.argv.end(), args.begin(), args.end());
-  }
-  const json& pty = Field(start, "pty");
-  if (pty.is_object()) {
-    const json& size = Field(pty, "size");
-    // Out of the table's range (1 to 1000) is its refusal to say; 0 is as far out as any.
-    auto dimension = [&](const char* name, uint16_t otherwise) -> uint16_t {
-      const json& v = Field(size, name);
-      if (v.is_null()) return otherwise;
-      auto n = Unsigned(v);
-      return n && *n <= std::numeric_limits<uint16_t>::max() ? static_cast<uint16_t>(*n) : 0;
-    };
-    out.spec.pty = true;
-    out.spec.rows = dimension("rows", 24);
-    out.spec.cols = dimension("cols", 80);
-  }
-  const json& tag = Field(start, "tag");
-  if (tag.is_string()) out.spec.tag = tag.get<std::string>();
-  // Unset, stdin is open: envd's own default (before 0.3.0 it was always open).
-  const json& stdin = Field(start, "stdin");
-  out.spec.stdin = stdin.is_boolean() ? stdin.get<bool>() : true;
-  return out;
 }
 
 // A server stream of ProcessEvents (Start, Connect): Connect envelopes, a keep-alive while the
@@ -230,17 +103,14 @@ void Follow(engine::Gate& gate, ProcessEvents& call, engine::SessionProcesses& t
   }
 }
 
-json ConfigOf(E2bApi::Sandbox& sandbox, const engine::ProcessInfo& p) {
+// The process's config as started through envd, else as the table knows it.
+json RememberedConfig(E2bApi::Sandbox& sandbox, const engine::ProcessInfo& p) {
   {
     std::lock_guard lock(sandbox.mu);
     auto it = sandbox.processes.find(p.pid);
     if (it != sandbox.processes.end() && it->second.at == p.started) return it->second.config;
   }
-  // Started otherwise (through /v1): what the table knows of it.
-  if (!p.command.empty())
-    return {{"cmd", kBashCommand}, {"args", {"-l", "-c", p.command}}, {"envs", json::object()}};
-  std::vector<std::string> args(p.argv.empty() ? p.argv.begin() : p.argv.begin() + 1, p.argv.end());
-  return {{"cmd", p.argv.empty() ? "" : p.argv[0]}, {"args", args}, {"envs", json::object()}};
+  return ConfigOf(p);
 }
 
 void Remember(E2bApi::Sandbox& sandbox, const engine::ProcessInfo& p, json config) {
@@ -252,13 +122,6 @@ void Remember(E2bApi::Sandbox& sandbox, const engine::ProcessInfo& p, json confi
     if (it->second.at < oldest->second.at) oldest = it;
   }
   sandbox.processes.erase(oldest);
-}
-
-// SIGNAL_SIGKILL, SIGNAL_SIGTERM (by name or by number): the two envd's Signal has.
-std::optional<int> SignalOf(const json& v) {
-  if (v == "SIGNAL_SIGKILL" || v == 9) return 9;
-  if (v == "SIGNAL_SIGTERM" || v == 15) return 15;
-  return std::nullopt;
 }
 
 }  // namespace
@@ -276,69 +139,41 @@ void E2bApi::ProcessRpc(const std::string& method, HttpRequest& request, std::sh
   }
   const json body = json::parse(request.body.empty() ? "{}" : request.body, nullptr, false);
   if (!body.is_object()) return SendRpcError(*exchange, Invalid("the request must be a JSON object"));
-  Selector selector;
-  if (method != "List") {
-    auto selected = SelectorOf(body);
-    if (!selected) return SendRpcError(*exchange, selected.error());
-    selector = *selected;
-  }
-  // What each call carries, checked before any thread is spent on it.
-  std::string input;
-  int signal = 0;
-  std::optional<std::pair<uint16_t, uint16_t>> size;  // rows, cols
-  if (method == "SendInput") {
-    const json& in = Field(body, "input");
-    const json& data = Field(in, "stdin").is_null() ? Field(in, "pty") : Field(in, "stdin");
-    auto bytes = Bytes(data);
-    if (!bytes) return SendRpcError(*exchange, Invalid("input must carry stdin or pty bytes (base64)"));
-    input = std::move(*bytes);
-  }
-  if (method == "SendSignal") {
-    auto s = SignalOf(Field(body, "signal"));
-    if (!s) return SendRpcError(*exchange, Invalid("signal must be SIGNAL_SIGKILL or SIGNAL_SIGTERM"));
-    signal = *s;
-  }
-  if (method == "Update" && Field(body, "pty").is_object()) {
-    const json& sent = Field(Field(body, "pty"), "size");
-    auto rows = Unsigned(Field(sent, "rows")), cols = Unsigned(Field(sent, "cols"));
-    if (!rows || !cols || *rows > 1000 || *cols > 1000)
-      return SendRpcError(*exchange, Invalid("pty.size must have rows and cols, 1 to 1000"));
-    size = {static_cast<uint16_t>(*rows), static_cast<uint16_t>(*cols)};
-  }
+  auto call = ProcessCallOf(method, body);
+  if (!call) return SendRpcError(*exchange, call.error());
   const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
-  calls_.Spawn(
-      [this, exchange, sandbox, caller, origin, method, selector, input = std::move(input), signal, size] {
-        const std::string& id = sandbox->id;
-        if (method == "List") {
-          auto list = gate_.ListProcesses(caller, id);
-          if (!list) return SendRpcError(*exchange, ProcessRpcError(list.error()));
-          json processes = json::array();
-          for (const auto& p : *list) {
-            if (!p.running) continue;  // envd lists what runs
-            json info = {{"config", ConfigOf(*sandbox, p)}, {"pid", p.pid}};
-            if (!p.tag.empty()) info["tag"] = p.tag;
-            processes.push_back(std::move(info));
-          }
-          return SendJson(*exchange, 200, {{"processes", processes}});
-        }
-        auto pid = Resolve(gate_, caller, id, selector);
-        if (!pid) return SendRpcError(*exchange, pid.error());
-        engine::Refused<void> done;
-        if (method == "SendInput") done = gate_.WriteProcessInput(caller, id, *pid, input);
-        if (method == "SendSignal") done = gate_.SignalProcess(caller, id, *pid, signal, origin);
-        if (method == "CloseStdin") done = gate_.CloseProcessInput(caller, id, *pid);
-        if (method == "Update") {
-          // Without a pty size there is nothing to update, but the process must still exist.
-          if (size) {
-            done = gate_.ResizeProcess(caller, id, *pid, size->first, size->second);
-          } else if (auto info = gate_.GetProcess(caller, id, *pid); !info) {
-            done = std::unexpected(std::move(info.error()));
-          }
-        }
-        if (!done) return SendRpcError(*exchange, ProcessRpcError(done.error()));
-        SendJson(*exchange, 200, json::object());
-      });
+  calls_.Spawn([this, exchange, sandbox, caller, origin, method, call = std::move(*call)] {
+    const std::string& id = sandbox->id;
+    if (method == "List") {
+      auto list = gate_.ListProcesses(caller, id);
+      if (!list) return SendRpcError(*exchange, ProcessRpcError(list.error()));
+      json processes = json::array();
+      for (const auto& p : *list) {
+        if (!p.running) continue;  // envd lists what runs
+        json info = {{"config", RememberedConfig(*sandbox, p)}, {"pid", p.pid}};
+        if (!p.tag.empty()) info["tag"] = p.tag;
+        processes.push_back(std::move(info));
+      }
+      return SendJson(*exchange, 200, {{"processes", processes}});
+    }
+    auto pid = Resolve(gate_, caller, id, call.selector);
+    if (!pid) return SendRpcError(*exchange, pid.error());
+    engine::Refused<void> done;
+    if (method == "SendInput") done = gate_.WriteProcessInput(caller, id, *pid, call.input);
+    if (method == "SendSignal") done = gate_.SignalProcess(caller, id, *pid, call.signal, origin);
+    if (method == "CloseStdin") done = gate_.CloseProcessInput(caller, id, *pid);
+    if (method == "Update") {
+      // Without a pty size there is nothing to update, but the process must still exist.
+      if (call.size) {
+        done = gate_.ResizeProcess(caller, id, *pid, call.size->first, call.size->second);
+      } else if (auto info = gate_.GetProcess(caller, id, *pid); !info) {
+        done = std::unexpected(std::move(info.error()));
+      }
+    }
+    if (!done) return SendRpcError(*exchange, ProcessRpcError(done.error()));
+    SendJson(*exchange, 200, json::object());
+  });
 }
 
 void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
@@ -410,25 +245,13 @@ void E2bApi::StreamInput(HttpRequest& request, std::shared_ptr<Exchange>& exchan
   };
   auto messages = Envelopes(request.body);
   if (!messages) return answer(Invalid(messages.error()));
-  std::vector<json> events;
-  for (const auto& m : *messages) events.push_back(json::parse(m, nullptr, false));
-  if (events.empty() || !Field(events[0], "start").is_object())
-    return answer(Invalid("a StreamInput begins with its start event, naming the process"));
-  auto selector = SelectorOf(Field(events[0], "start"));
-  if (!selector) return answer(selector.error());
-  std::vector<std::string> inputs;
-  for (size_t i = 1; i < events.size(); ++i) {
-    if (!Field(events[i], "keepalive").is_null()) continue;
-    const json& in = Field(Field(events[i], "data"), "input");
-    auto bytes = Bytes(Field(in, "stdin").is_null() ? Field(in, "pty") : Field(in, "stdin"));
-    if (!bytes) return answer(Invalid("each data event's input must carry stdin or pty bytes (base64)"));
-    inputs.push_back(std::move(*bytes));
-  }
+  auto stream = StreamInputOf(*messages);
+  if (!stream) return answer(stream.error());
   const engine::Caller caller = CallerOf(key);
-  calls_.Spawn([this, answer, sandbox, caller, selector = *selector, inputs = std::move(inputs)] {
-    auto pid = Resolve(gate_, caller, sandbox->id, selector);
+  calls_.Spawn([this, answer, sandbox, caller, stream = std::move(*stream)] {
+    auto pid = Resolve(gate_, caller, sandbox->id, stream.selector);
     if (!pid) return answer(pid.error());
-    for (const auto& data : inputs) {
+    for (const auto& data : stream.inputs) {
       if (auto written = gate_.WriteProcessInput(caller, sandbox->id, *pid, data); !written)
         return answer(ProcessRpcError(written.error()));
     }
