@@ -21,7 +21,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kReadBytes = 64 << 10;         // one read of a followed process's output
+constexpr size_t kReadBytes = 256 << 10;        // one read of a followed process's output
 constexpr std::chrono::seconds kFollowWait{1};  // a quiet follower looks again this often
 constexpr size_t kRemembered = 256;             // start configs kept per sandbox, for List
 
@@ -91,8 +91,14 @@ void Follow(engine::Gate& gate, ProcessEvents& call, engine::SessionProcesses& t
   for (;;) {
     auto got = table.Read(pid, from, kReadBytes, Clock::now() + kFollowWait, &call.cancel_flag());
     if (!got) return call.Fail(ProcessRpcError(gate.FromProcess(got.error())));
-    // Bytes dropped before they were read (the table keeps a bounded tail) are skipped: envd's
-    // events carry no offsets to say so.
+    // The table keeps a bounded tail of each stream, whoever reads: a process that writes faster
+    // than its client reads loses the oldest. envd's events carry no offsets to say so, so it is
+    // said where a person reads it.
+    if (got->read.dropped > 0) {
+      const std::string note = "\nexecbox: " + std::to_string(got->read.dropped) +
+                               " bytes of output were dropped here (written faster than they were read)\n";
+      call.Send({{"data", {{got->info.pty ? "pty" : "stderr", Base64Encode(note)}}}});
+    }
     for (const auto& c : got->read.chunks)
       call.Send({{"data", {{engine::OutputStreamName(c.stream), Base64Encode(c.data)}}}});
     from = got->read.next_offset;
