@@ -55,6 +55,13 @@ TEST(E2bProcessRequest, APtyAndAnyOtherProgram) {
   EXPECT_EQ(huge->spec.cols, 80);
 }
 
+TEST(E2bProcessRequest, AnEmptyCommandIsBashsOwnArgv) {
+  auto s = StartSpecOf({{"process", {{"cmd", "/bin/bash"}, {"args", {"-l", "-c", ""}}}}}, {});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->spec.command.empty());
+  EXPECT_EQ(s->spec.argv, (std::vector<std::string>{"/bin/bash", "-l", "-c", ""}));
+}
+
 TEST(E2bProcessRequest, MalformedStartsAreInvalidArguments) {
   for (const json& bad : {json::object(), json{{"process", "ls"}}, json{{"process", {{"cmd", ""}}}},
                           json{{"process", {{"cmd", 5}}}}, json{{"process", {{"cmd", "ls"}, {"args", "-l"}}}},

@@ -113,8 +113,9 @@ std::expected<StartSpec, RpcError> StartSpecOf(const json& start,
     out.spec.cwd = AbsoluteInSandbox(cwd.get<std::string>());
     out.config["cwd"] = cwd;
   }
-  // commands.run(cmd) as the table's shell command, which the audit then shows as itself.
-  if (cmd == kBash && args.size() == 3 && args[0] == "-l" && args[1] == "-c") {
+  // commands.run(cmd) as the table's shell command, which the audit then shows as itself (an
+  // empty one stays bash's argv: the table takes no empty command).
+  if (cmd == kBash && args.size() == 3 && args[0] == "-l" && args[1] == "-c" && !args[2].empty()) {
     out.spec.command = args[2];
   } else {
     out.spec.argv = {cmd.get<std::string>()};
