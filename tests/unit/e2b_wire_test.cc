@@ -70,7 +70,7 @@ TEST(E2bWire, AClientStreamIsEveryEnvelopeUpToItsEnd) {
   ASSERT_TRUE(messages.has_value()) << messages.error();
   EXPECT_EQ(*messages, (std::vector<std::string>{"{\"a\":1}", "{}"}));
   EXPECT_TRUE(Envelopes("")->empty());
-  EXPECT_FALSE(Envelopes(body.substr(0, body.size() - 1)).has_value());  // the last one cut short
+  EXPECT_FALSE(Envelopes(body.substr(0, body.size() - 1)).has_value());           // the last one cut short
   EXPECT_FALSE(Envelopes(Envelope(0, "{}") + std::string(2, '\0')).has_value());  // a header cut short
 }
 

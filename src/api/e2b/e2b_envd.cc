@@ -10,8 +10,6 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
-#include "api/http/response_stream.h"
-#include "base/base64.h"
 
 namespace execbox::api::e2b {
 namespace {
