@@ -38,6 +38,15 @@ async function throws(fn, pattern, what) {
   return error
 }
 
+// Polls `condition` until it holds or `ms` pass.
+async function waitFor(condition, what, ms = 10_000) {
+  for (const end = Date.now() + ms; Date.now() < end; ) {
+    if (await condition()) return
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error(`${what}: not within ${ms} ms`)
+}
+
 const sbx = await Sandbox.create({ timeoutMs: 300_000, metadata: { suite: 'e2b', label } })
 
 await check('create gives a sandbox id', async () => {
@@ -181,6 +190,9 @@ await check('a directory watch sees files made by code and commands, streamed an
   const seen = []
   const has = (name, type) => seen.some((e) => e.name === name && e.type === type)
   const handle = await sbx.files.watchDir('/home/user/watched', (e) => seen.push(e), { recursive: true })
+  // The watch is a process of the sandbox's, but not a command of the client's.
+  const running = await sbx.commands.list()
+  assert(!running.some((p) => p.tag === 'execbox:watch-dir'), `listed: ${JSON.stringify(running)}`)
   await sbx.runCode("open('/home/user/watched/by-code.txt', 'w').write('x')")
   await sbx.commands.run('mkdir /home/user/watched/sub')
   await until(() => has('sub', 'create'))
@@ -317,6 +329,112 @@ await check('a failing command: exit code and stderr', async () => {
 await check('a command sees the sandbox env, its own envs and cwd', async () => {
   const r = await sbx.commands.run('echo "$E2B_CMD_VAR" && pwd', { envs: { E2B_CMD_VAR: 'v1' }, cwd: '/tmp' })
   assert(r.stdout === 'v1\n/tmp\n', JSON.stringify(r.stdout))
+})
+
+await check('a background command runs on until killed, listed meanwhile', async () => {
+  const handle = await sbx.commands.run('sleep 30', { background: true })
+  assert(Number.isInteger(handle.pid) && handle.pid > 1, `pid ${handle.pid}`)
+  const listed = await sbx.commands.list()
+  const mine = listed.find((p) => p.pid === handle.pid)
+  assert(mine && mine.cmd === '/bin/bash' && JSON.stringify(mine.args) === '["-l","-c","sleep 30"]',
+    JSON.stringify(listed))
+  assert((await handle.kill()) === true, 'kill answered false')
+  const e = await throws(() => handle.wait(), /signal: killed/, 'wait after kill')
+  assert(e.exitCode === -1, `exitCode ${e.exitCode}`)
+  assert(!(await sbx.commands.list()).some((p) => p.pid === handle.pid), 'still listed after its end')
+  assert((await sbx.commands.kill(handle.pid)) === false, 'a process that has ended was killed again')
+  assert((await sbx.commands.kill(999_999)) === false, 'no such process, yet killed')
+})
+
+await check('stdin: sendStdin reaches a background cat, closeStdin ends it', async () => {
+  const streamed = []
+  const handle = await sbx.commands.run('cat', { background: true, stdin: true, onStdout: (d) => streamed.push(d) })
+  await handle.sendStdin('hello\n')
+  await sbx.commands.sendStdin(handle.pid, 'world\n')
+  await waitFor(() => streamed.join('') === 'hello\nworld\n', `streamed ${JSON.stringify(streamed)}`)
+  await handle.closeStdin()
+  const r = await handle.wait()
+  assert(r.exitCode === 0 && r.stdout === 'hello\nworld\n', JSON.stringify(r))
+  // Without stdin: nothing to write to, said as such.
+  const other = await sbx.commands.run('sleep 30', { background: true })
+  await throws(() => other.sendStdin('x'), /stdin/i, 'stdin of a command started without it')
+  await other.kill()
+  // Killed while it still reads.
+  const cat = await sbx.commands.run('cat', { background: true, stdin: true })
+  await cat.sendStdin('partial\n')
+  await waitFor(() => cat.stdout === 'partial\n', `stdout ${JSON.stringify(cat.stdout)}`)
+  await cat.kill()
+  const killed = await throws(() => cat.wait(), /signal: killed/, 'cat killed')
+  assert(killed.stdout === 'partial\n', JSON.stringify(killed.stdout))
+})
+
+await check('StreamInput (a client stream, sent whole) writes to stdin', async () => {
+  const handle = await sbx.commands.run('cat', { background: true, stdin: true })
+  const envelope = (message) => {
+    const body = Buffer.from(JSON.stringify(message))
+    const head = Buffer.alloc(5)
+    head.writeUInt32BE(body.length, 1)
+    return Buffer.concat([head, body])
+  }
+  const b64 = (text) => Buffer.from(text).toString('base64')
+  const r = await fetch(`${process.env.E2B_SANDBOX_URL}/process.Process/StreamInput`, {
+    method: 'POST',
+    headers: {
+      'Content-Type': 'application/connect+json',
+      'E2b-Sandbox-Id': sbx.sandboxId,
+      'E2b-Sandbox-Port': '49983',
+      'X-Access-Token': sbx.envdAccessToken,
+    },
+    body: Buffer.concat([
+      envelope({ start: { process: { pid: handle.pid } } }),
+      envelope({ data: { input: { stdin: b64('one\n') } } }),
+      envelope({ keepalive: {} }),
+      envelope({ data: { input: { stdin: b64('two\n') } } }),
+    ]),
+  })
+  const answer = Buffer.from(await r.arrayBuffer()).toString()
+  assert(r.status === 200 && !/error/.test(answer), `${r.status} ${answer}`)
+  await handle.closeStdin()
+  const done = await handle.wait()
+  assert(done.stdout === 'one\ntwo\n', JSON.stringify(done.stdout))
+})
+
+await check('a second client connects to a running command and sees its output', async () => {
+  const script = 'for i in 1 2 3; do echo line$i; sleep 0.5; done; echo done >&2'
+  const handle = await sbx.commands.run(script, { background: true })
+  const second = await Sandbox.connect(sbx.sandboxId)
+  const seen = []
+  const again = await second.commands.connect(handle.pid, { onStdout: (d) => seen.push(d) })
+  assert(again.pid === handle.pid, `pid ${again.pid}`)
+  const r = await again.wait()
+  assert(r.stdout === 'line1\nline2\nline3\n' && r.stderr === 'done\n', JSON.stringify(r))
+  assert(seen.join('') === r.stdout, `streamed ${JSON.stringify(seen)}`)
+  const first = await handle.wait()
+  assert(first.stdout === r.stdout && first.exitCode === 0, JSON.stringify(first))
+  await throws(() => second.commands.connect(999_999), /NotFound/, 'connecting to no process')
+})
+
+await check('a pty: input echoed, resize, kill', async () => {
+  const chunks = []
+  const term = await sbx.pty.create({ rows: 24, cols: 80, onData: (d) => chunks.push(Buffer.from(d)) })
+  const text = () => Buffer.concat(chunks).toString()
+  const input = (line) => sbx.pty.sendInput(term.pid, new TextEncoder().encode(line))
+  // The terminal echoes the line as typed; only the shell prints the sum.
+  await input('echo hi $((40 + 2))\n')
+  await waitFor(() => text().includes('echo hi $((40 + 2))') && text().includes('hi 42'), `pty ${JSON.stringify(text())}`)
+  assert((await sbx.commands.list()).some((p) => p.pid === term.pid), 'the pty is listed')
+  await sbx.pty.resize(term.pid, { rows: 30, cols: 100 })
+  await input('stty size\n')
+  await waitFor(() => text().includes('30 100'), `stty size ${JSON.stringify(text().slice(-200))}`)
+  assert((await sbx.pty.kill(term.pid)) === true, 'kill answered false')
+  await throws(() => term.wait(), /signal: killed/, 'the pty after kill')
+})
+
+await check('a foreground command still returns its output and exit code', async () => {
+  const r = await sbx.commands.run('echo "$((6 * 7))"; echo warn >&2')
+  assert(r.exitCode === 0 && r.stdout === '42\n' && r.stderr === 'warn\n', JSON.stringify(r))
+  const e = await throws(() => sbx.commands.run('exit 7'), /exit status 7/, 'exit 7')
+  assert(e.name === 'CommandExitError' && e.exitCode === 7, `${e.name} ${e.exitCode}`)
 })
 
 await check('getInfo and list', async () => {

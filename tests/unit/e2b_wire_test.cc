@@ -64,6 +64,32 @@ TEST(E2bWire, EnvelopesRoundTripAndRefuseWhatIsNotOne) {
   EXPECT_EQ(HttpStatusOf("no-such-code"), 500);
 }
 
+TEST(E2bWire, AClientStreamIsEveryEnvelopeUpToItsEnd) {
+  const std::string body = Envelope(0, "{\"a\":1}") + Envelope(0, "{}") + Envelope(kEndStream, "{}");
+  auto messages = Envelopes(body);
+  ASSERT_TRUE(messages.has_value()) << messages.error();
+  EXPECT_EQ(*messages, (std::vector<std::string>{"{\"a\":1}", "{}"}));
+  EXPECT_TRUE(Envelopes("")->empty());
+  EXPECT_FALSE(Envelopes(body.substr(0, body.size() - 1)).has_value());           // the last one cut short
+  EXPECT_FALSE(Envelopes(Envelope(0, "{}") + std::string(2, '\0')).has_value());  // a header cut short
+}
+
+TEST(E2bWire, AProcessEndsAsGoSaysIt) {
+  EXPECT_EQ(ProcessEndEvent(0, std::nullopt),
+            (nlohmann::json{{"exitCode", 0}, {"exited", true}, {"status", "exit status 0"}}));
+  const auto three = ProcessEndEvent(3, std::nullopt);
+  EXPECT_EQ(three["status"], "exit status 3");
+  EXPECT_EQ(three["error"], "exit status 3");
+  const auto killed = ProcessEndEvent(std::nullopt, 9);
+  EXPECT_EQ(killed["exitCode"], -1);
+  EXPECT_EQ(killed["exited"], false);
+  EXPECT_EQ(killed["status"], "signal: killed");
+  EXPECT_EQ(killed["error"], "signal: killed");
+  EXPECT_EQ(ProcessEndEvent(std::nullopt, 15)["status"], "signal: terminated");
+  EXPECT_EQ(ProcessEndEvent(std::nullopt, 40)["status"], "signal: signal 40");
+  EXPECT_EQ(ProcessEndEvent(std::nullopt, std::nullopt)["exited"], false);
+}
+
 TEST(E2bWire, MultipartFilesAndMalformedBodies) {
   const std::string type = "multipart/form-data; boundary=----X1";
   std::string body =
@@ -112,6 +138,14 @@ TEST(E2bWire, TheHomeHasOneNameInsideTheSandbox) {
   EXPECT_EQ(SandboxPath("~user/a.txt"), "~user/a.txt");
   EXPECT_EQ(SandboxPath("a.txt"), "a.txt");  // relative: to the home, where it runs
   EXPECT_EQ(SandboxPath("/tmp"), "/tmp");
+}
+
+TEST(E2bWire, AbsolutePathsInTheSandbox) {
+  EXPECT_EQ(AbsoluteInSandbox(""), "/home/user");
+  EXPECT_EQ(AbsoluteInSandbox("sub/"), "/home/user/sub");
+  EXPECT_EQ(AbsoluteInSandbox("/work/a"), "/home/user/a");
+  EXPECT_EQ(AbsoluteInSandbox("/tmp/"), "/tmp");
+  EXPECT_EQ(AbsoluteInSandbox("/"), "/");
 }
 
 TEST(E2bWire, ShellQuoting) { EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'"); }

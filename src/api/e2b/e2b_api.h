@@ -11,9 +11,11 @@
 //   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill;
 //   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
 //     a Python namespace of the session, all sharing its work dir;
-//   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC (JSON)
-//   process.Process/Start and
-//     filesystem.Filesystem's ListDir, Stat, MakeDir, Remove and Move.
+//   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC
+//     (JSON) filesystem.Filesystem's ListDir, Stat, MakeDir, Remove and Move, and directory
+//     watching (e2b_watch.cc);
+//   envd's process.Process (e2b_process.cc): the session's processes (engine/session_processes.h):
+//     Start, Connect, List, SendInput, StreamInput, SendSignal, CloseStdin, Update.
 // Anything else of E2B's API answers an error that names it.
 #pragma once
 
@@ -91,10 +93,18 @@ class E2bApi final : public MountedApi {
   // e2b_envd.cc
   void Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
             const ApiKey& key);
-  void StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
-                    std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
   void FilesystemRpc(const std::string& method, HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                      std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+
+  // e2b_process.cc
+  void ProcessRpc(const std::string& method, HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                  std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+  void StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                    std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+  void ConnectProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                      std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
+  void StreamInput(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                   std::shared_ptr<Sandbox> sandbox, const ApiKey& key);
 
   // e2b_files.cc: /files; a path outside the home through a command in the sandbox (as a status
   // and a message when it fails).

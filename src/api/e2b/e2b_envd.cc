@@ -1,26 +1,20 @@
-// E2B's envd (port 49983), as much as the SDKs' common calls need: /health; /files (e2b_files.cc); and over
-// Connect-RPC with the JSON codec, process.Process/Start (a shell command run to its end inside
-// the sandbox, its output streamed) and filesystem.Filesystem's ListDir, Stat, MakeDir, Remove
-// and Move (each run inside the sandbox as its code would). Every other RPC answers
-// "unimplemented", naming itself.
+// E2B's envd (port 49983), as much as the SDKs' common calls need: /health; /files (e2b_files.cc:
+// any path, gzip); and over Connect-RPC with the JSON codec, process.Process (every RPC, over the
+// session's processes: e2b_process.cc) and filesystem.Filesystem: ListDir, Stat, MakeDir, Remove
+// and Move (each run inside the sandbox as its code would), and directory watching
+// (e2b_watch.cc).
 #include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
-#include "api/http/response_stream.h"
-#include "base/base64.h"
 
 namespace execbox::api::e2b {
 namespace {
 
 constexpr std::string_view kProcessService = "/process.Process/";
 constexpr std::string_view kFilesystemService = "/filesystem.Filesystem/";
-
-void SendRpcError(Exchange& exchange, const RpcError& error) {
-  exchange.Respond(HttpResponse{.status = HttpStatusOf(error.code), .body = Serialize(RpcErrorJson(error))});
-}
 
 // The agent's listdir entry as envd's EntryInfo (JSON mapping of the protobuf message).
 nlohmann::json EntryInfo(const nlohmann::json& e) {
@@ -63,61 +57,11 @@ std::expected<nlohmann::json, RpcError> Answer(const engine::Refused<engine::Res
   return (*r.result)["data"]["application/json"];
 }
 
-// Process/Start's answer, a Connect stream of envelopes: the command's start, its output, its
-// end, then the end of the stream.
-class CommandAnswer final : public StreamedAnswer {
- public:
-  explicit CommandAnswer(std::shared_ptr<Exchange> exchange)
-      : stream_(std::move(exchange), "application/connect+json",
-                {.bytes = Envelope(0, R"({"event":{"keepalive":{}}})"), .silence = kKeepAliveSilence}) {}
-
-  // The handle the command is known by (E2B's "pid"); set before it runs.
-  void set_handle(uint64_t handle) { handle_ = handle; }
-  // Ends the stream, with the error that ended the call, if any.
-  void End(const std::optional<RpcError>& error) {
-    stream_.Send(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
-    stream_.End();
-  }
-
-  void Started() override { stream_.Send(Event({{"start", {{"pid", handle_}}}})); }
-  void Output(jail::Stream which, std::string_view data) override {
-    stream_.Send(
-        Event({{"data", {{which == jail::Stream::kStdout ? "stdout" : "stderr", Base64Encode(data)}}}}));
-  }
-  bool Tick(std::chrono::steady_clock::time_point now) override {
-    if (stream_.client_gone()) return false;
-    stream_.Tick(now);
-    return true;
-  }
-  void Finish(engine::Refused<engine::Result> outcome) override {
-    if (!outcome) return End(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
-    const engine::Result& r = *outcome;
-    nlohmann::json end;
-    if (r.status == engine::Status::kOk && r.result && (*r.result)["data"].contains("application/json")) {
-      const int code = (*r.result)["data"]["application/json"].value("exit_code", 0);
-      end = {{"exitCode", code}, {"exited", true}, {"status", "exit status " + std::to_string(code)}};
-    } else {
-      const int code = engine::ProcessExitCode(r);
-      const std::string why =
-          r.error ? r.error->ename + ": " + r.error->evalue : engine::StatusName(r.status);
-      end = {{"exitCode", code}, {"exited", false}, {"status", engine::StatusName(r.status)}, {"error", why}};
-      // What ended the command is said where a person reads it, too.
-      stream_.Send(Event({{"data", {{"stderr", Base64Encode("execbox: " + why + "\n")}}}}));
-    }
-    stream_.Send(Event({{"end", end}}));
-    End(std::nullopt);
-  }
-
- private:
-  static std::string Event(nlohmann::json event) {
-    return Envelope(0, Serialize({{"event", std::move(event)}}));
-  }
-
-  ResponseStream stream_;
-  uint64_t handle_ = 0;
-};
-
 }  // namespace
+
+void SendRpcError(Exchange& exchange, const RpcError& error) {
+  exchange.Respond(HttpResponse{.status = HttpStatusOf(error.code), .body = Serialize(RpcErrorJson(error))});
+}
 
 std::string RpcCodeOf(const engine::Refusal& refusal) {
   switch (refusal.kind) {
@@ -147,66 +91,13 @@ void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std
     return exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
   if (path == "/files") return Files(request, exchange, std::move(sandbox), key);
   if (path.starts_with(kProcessService)) {
-    const std::string method = path.substr(kProcessService.size());
-    if (method == "Start" && request.method == "POST")
-      return StartProcess(request, exchange, std::move(sandbox), key);
-    return SendRpcError(*exchange,
-                        {"unimplemented", "process.Process/" + method.substr(0, 40) +
-                                              " is not implemented by execbox: a command runs to its "
-                                              "end, without stdin, signals or reconnection"});
+    if (request.method != "POST") return SendRpcError(*exchange, {"unimplemented", "Connect-RPC takes POST"});
+    return ProcessRpc(path.substr(kProcessService.size()), request, exchange, std::move(sandbox), key);
   }
   if (path.starts_with(kFilesystemService) && request.method == "POST")
     return FilesystemRpc(path.substr(kFilesystemService.size()), request, exchange, std::move(sandbox), key);
   SendError(*exchange, 404,
             request.method + " " + path.substr(0, 100) + " is not part of envd's API in execbox");
-}
-
-void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
-                          std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
-  auto answer = std::make_shared<CommandAnswer>(exchange);
-  auto finish = [&answer](const std::optional<RpcError>& error) { answer->End(error); };
-  auto message = FirstEnvelope(request.body);
-  nlohmann::json start = message ? nlohmann::json::parse(*message, nullptr, false) : nlohmann::json();
-  if (!message || !start.is_object() || !start["process"].is_object())
-    return finish(
-        RpcError{"invalid_argument", message ? "the request must be a StartRequest" : message.error()});
-  const nlohmann::json& process = start["process"];
-  if (start.contains("pty") && !start["pty"].is_null())
-    return finish(RpcError{"unimplemented", "a pseudo-terminal is not available in execbox"});
-  if (start.value("stdin", false))
-    return finish(RpcError{"unimplemented", "stdin for commands is not available in execbox"});
-  if (!process["cmd"].is_string())
-    return finish(RpcError{"invalid_argument", "process.cmd must be a string"});
-  std::vector<std::string> args;
-  for (const auto& a : process.value("args", nlohmann::json::array())) {
-    if (!a.is_string()) return finish(RpcError{"invalid_argument", "process.args must be strings"});
-    args.push_back(a.get<std::string>());
-  }
-  // The SDKs run `/bin/bash -l -c <cmd>`: the command line itself; anything else, quoted.
-  std::string line;
-  if (process["cmd"] == "/bin/bash" && args.size() == 3 && args[0] == "-l" && args[1] == "-c") {
-    line = args[2];
-  } else {
-    line = ShellQuote(process["cmd"].get<std::string>());
-    for (const auto& a : args) line += " " + ShellQuote(a);
-  }
-  auto program = ProgramFor(*sandbox, runtime::Mode::kCommand, line);
-  const nlohmann::json envs = process.value("envs", nlohmann::json::object());
-  for (const auto& [k, v] : envs.items()) {
-    if (!v.is_string()) return finish(RpcError{"invalid_argument", "process.envs must be strings"});
-    program.env[k] = v.get<std::string>();
-  }
-  if (process.contains("cwd") && process["cwd"].is_string())
-    program.cwd = AbsoluteInSandbox(process["cwd"].get<std::string>());
-  {
-    std::lock_guard lock(sandbox->mu);
-    answer->set_handle(++sandbox->commands);
-  }
-  engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
-  auto admitted = gate_.Admit(CallerOf(key), std::move(call),
-                              {.transport = engine::Transport::kE2b, .peer = request.peer});
-  if (!admitted) return finish(RpcError{RpcCodeOf(admitted.error()), admitted.error().detail});
-  calls_.Run(gate_, std::move(*admitted), std::move(answer));
 }
 
 void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,

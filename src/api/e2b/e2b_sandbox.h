@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_wire.h"
 #include "engine/refusal.h"
 
 namespace execbox::api::e2b {
@@ -35,7 +36,14 @@ struct E2bApi::Sandbox {
   std::mutex mu;  // guards what follows
   std::chrono::system_clock::time_point end_at;
   std::map<std::string, Context> contexts;  // kDefaultContext always
-  uint64_t commands = 0;                    // numbers the commands' handles (E2B's "pid")
+  // The config each process was started with through envd (process.ProcessConfig: its envs
+  // and cwd as sent, which the session's table does not keep), by pid, for List; the start
+  // time tells a pid used again since (by another start, through /v1) from the one it names.
+  struct Started {
+    std::chrono::system_clock::time_point at;
+    nlohmann::json config;
+  };
+  std::map<int32_t, Started> processes;
 
   // A watcher of the polled form (CreateWatcher, e2b_watch.cc): its process and what of its
   // output has been taken.
@@ -52,9 +60,6 @@ struct E2bApi::Sandbox {
 // The tag of a directory watch's process (e2b_watch.cc): E2B's process list leaves it out.
 inline constexpr const char* kWatchTag = "execbox:watch-dir";
 
-// The Connect code of a refusal of the gate's.
-std::string RpcCodeOf(const engine::Refusal& refusal);
-
 // The context every sandbox has; in the session it is the default namespace ("").
 inline constexpr const char* kDefaultContext = "default";
 inline std::string NamespaceOf(const std::string& context) {
@@ -64,6 +69,11 @@ inline std::string NamespaceOf(const std::string& context) {
 // The code interpreter's and envd's keep-alive: well inside any proxy's idle timeout; sent once
 // a stream has started (a refusal before it is still an ordinary answer).
 inline constexpr std::chrono::seconds kKeepAliveSilence{5};
+
+// envd's Connect-RPC answers (e2b_envd.cc): a unary call's error, with the HTTP status of its
+// code; a refusal of the gate's as a Connect code.
+void SendRpcError(Exchange& exchange, const RpcError& error);
+std::string RpcCodeOf(const engine::Refusal& refusal);
 
 // E2B's error body, {"code": status, "message"}, with that status.
 void SendError(Exchange& exchange, int status, const std::string& message);

@@ -1,5 +1,6 @@
 #include "api/e2b/e2b_wire.h"
 
+#include <iterator>
 #include <map>
 
 #include "api/http/http_wire.h"
@@ -119,6 +120,19 @@ std::expected<std::string, std::string> FirstEnvelope(std::string_view body) {
   return std::string(body.substr(5, n));
 }
 
+std::expected<std::vector<std::string>, std::string> Envelopes(std::string_view body) {
+  std::vector<std::string> messages;
+  while (!body.empty()) {
+    auto message = FirstEnvelope(body);
+    if (!message) return std::unexpected(message.error());
+    const bool end = (static_cast<uint8_t>(body[0]) & kEndStream) != 0;
+    body.remove_prefix(5 + message->size());
+    if (end) break;
+    messages.push_back(std::move(*message));
+  }
+  return messages;
+}
+
 int HttpStatusOf(const std::string& code) {
   static const std::map<std::string, int> statuses = {
       {"canceled", 499},
@@ -144,6 +158,57 @@ int HttpStatusOf(const std::string& code) {
 
 nlohmann::json RpcErrorJson(const RpcError& error) {
   return {{"code", error.code}, {"message", error.message}};
+}
+
+nlohmann::json ProcessEndEvent(std::optional<int> exit_code, std::optional<int> signal) {
+  // Go's names of Linux's signals (syscall's signal table), as os.ProcessState.String() says them.
+  static const char* const kGoSignalNames[] = {
+      "",
+      "hangup",
+      "interrupt",
+      "quit",
+      "illegal instruction",
+      "trace/breakpoint trap",
+      "aborted",
+      "bus error",
+      "floating point exception",
+      "killed",
+      "user defined signal 1",
+      "segmentation fault",
+      "user defined signal 2",
+      "broken pipe",
+      "alarm clock",
+      "terminated",
+      "stack fault",
+      "child exited",
+      "continued",
+      "stopped (signal)",
+      "stopped",
+      "stopped (tty input)",
+      "stopped (tty output)",
+      "urgent I/O condition",
+      "CPU time limit exceeded",
+      "file size limit exceeded",
+      "virtual timer expired",
+      "profiling timer expired",
+      "window changed",
+      "I/O possible",
+      "power failure",
+      "bad system call",
+  };
+  constexpr int kNamed = static_cast<int>(std::size(kGoSignalNames));
+  if (exit_code) {
+    const std::string status = "exit status " + std::to_string(*exit_code);
+    nlohmann::json end = {{"exitCode", *exit_code}, {"exited", true}, {"status", status}};
+    if (*exit_code != 0) end["error"] = status;
+    return end;
+  }
+  std::string status = "ended with its sandbox";
+  if (signal) {
+    status = *signal > 0 && *signal < kNamed ? std::string("signal: ") + kGoSignalNames[*signal]
+                                             : "signal: signal " + std::to_string(*signal);
+  }
+  return {{"exitCode", -1}, {"exited", false}, {"status", status}, {"error", status}};
 }
 
 std::expected<std::vector<FormFile>, std::string> ParseMultipart(std::string_view content_type,

@@ -44,6 +44,9 @@ inline constexpr uint8_t kEndStream = 0x02;
 std::string Envelope(uint8_t flags, std::string_view message);
 // The first message of an enveloped request body, or why it is not one.
 std::expected<std::string, std::string> FirstEnvelope(std::string_view body);
+// Every message of an enveloped request body (a client stream), in order, up to an end-stream
+// envelope if the body has one; or why it is not such a body.
+std::expected<std::vector<std::string>, std::string> Envelopes(std::string_view body);
 // Connect's error codes and the HTTP status each has for a unary call.
 struct RpcError {
   std::string code;  // "invalid_argument", "not_found", "unimplemented", ...
@@ -51,6 +54,12 @@ struct RpcError {
 };
 int HttpStatusOf(const std::string& code);
 nlohmann::json RpcErrorJson(const RpcError& error);
+
+// envd's ProcessEvent.EndEvent (JSON mapping) of a process that ended: as Go's os.ProcessState
+// gives it, which envd forwards: an exit is {exitCode N, exited, status "exit status N"}, a
+// signal {exitCode -1, status "signal: killed"}, and `error` (the SDKs' CommandExitError
+// message) the same text unless it exited 0. Neither known: it ended with its session.
+nlohmann::json ProcessEndEvent(std::optional<int> exit_code, std::optional<int> signal);
 
 // One part of a multipart/form-data body.
 struct FormFile {
@@ -69,9 +78,9 @@ std::expected<std::string, std::string> WorkDirPath(std::string_view path);
 // "~/...", "/work" and "/work/..." become /home/user[/...]; a relative path stays relative (to
 // the home, the cwd of what runs there); any other path is left as it is.
 std::string SandboxPath(std::string_view path);
-// An absolute path inside the sandbox, without a trailing slash: a relative one is relative to
-// the home, as envd makes it; the home by its one name, so what is answered is under it.
-std::string AbsoluteInSandbox(std::string_view sent);
+// A path the SDK sent as an absolute path inside the sandbox, without a trailing slash: a
+// relative one is relative to the home, as envd makes it; the home by its one name.
+std::string AbsoluteInSandbox(std::string_view path);
 // Quoted for a POSIX shell ('...' with each ' as '\'').
 std::string ShellQuote(std::string_view text);
 
