@@ -1,6 +1,7 @@
 #include "engine/process_output.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace execbox::engine {
 
@@ -16,7 +17,7 @@ const char* OutputStreamName(OutputStream stream) {
   return "pty";
 }
 
-void OutputLog::Append(OutputStream stream, std::string_view data) {
+void OutputLog::Append(OutputStream stream, std::string_view data, uint64_t keep_from) {
   if (data.empty()) return;
   const auto s = static_cast<size_t>(stream);
   std::deque<Chunk>& chunks = streams_[s];
@@ -31,14 +32,24 @@ void OutputLog::Append(OutputStream stream, std::string_view data) {
   end_ += data.size();
   held_[s] += data.size();
   buffered_ += data.size();
-  if (held_[s] > cap_) DropFront(chunks, held_[s] - cap_);
+  if (held_[s] > cap_) DropFront(chunks, held_[s] - cap_, keep_from);
 }
 
-void OutputLog::DropFront(std::deque<Chunk>& chunks, size_t bytes) {
+bool OutputLog::over_cap() const {
+  return std::any_of(std::begin(held_), std::end(held_), [this](size_t held) { return held > cap_; });
+}
+
+void OutputLog::Trim(uint64_t keep_from) {
+  for (size_t s = 0; s < 3; ++s) {
+    if (held_[s] > cap_) DropFront(streams_[s], held_[s] - cap_, keep_from);
+  }
+}
+
+void OutputLog::DropFront(std::deque<Chunk>& chunks, size_t bytes, uint64_t keep_from) {
   const auto s = static_cast<size_t>(&chunks - streams_);
-  while (bytes > 0 && !chunks.empty()) {
+  while (bytes > 0 && !chunks.empty() && chunks.front().offset < keep_from) {
     Chunk& front = chunks.front();
-    size_t n = std::min(bytes, front.data.size());
+    size_t n = std::min<uint64_t>({bytes, front.data.size(), keep_from - front.offset});
     if (n == front.data.size()) {
       chunks.pop_front();
     } else {

@@ -34,7 +34,12 @@ class OutputLog {
  public:
   explicit OutputLog(size_t cap_per_stream) : cap_(cap_per_stream) {}
 
-  void Append(OutputStream stream, std::string_view data);
+  // Bytes at offsets from `keep_from` on are kept past the cap (a reader that must not miss
+  // them has not read them yet); over_cap() then says so, and Trim drops down to the cap once
+  // the reader has moved on.
+  void Append(OutputStream stream, std::string_view data, uint64_t keep_from = UINT64_MAX);
+  bool over_cap() const;
+  void Trim(uint64_t keep_from);
   // What is held from `from` on (an offset past the end reads as the end), at most about
   // `max_bytes` (whole chunks, the last one cut).
   OutputRead Read(uint64_t from, size_t max_bytes) const;
@@ -48,7 +53,8 @@ class OutputLog {
     uint64_t offset;
     std::string data;
   };
-  void DropFront(std::deque<Chunk>& chunks, size_t bytes);
+  // Drops up to `bytes` of the stream's oldest, none at or after `keep_from`.
+  void DropFront(std::deque<Chunk>& chunks, size_t bytes, uint64_t keep_from = UINT64_MAX);
 
   size_t cap_;
   std::deque<Chunk> streams_[3];

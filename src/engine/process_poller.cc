@@ -97,6 +97,21 @@ std::shared_ptr<ProcessPoller::Entry> ProcessPoller::Remove(Token token) {
   return entry;
 }
 
+void ProcessPoller::Hold(Token token, bool hold) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(token);
+  if (it == entries_.end() || it->second->held == hold || it->second->on_ready) return;
+  it->second->held = hold;
+  if (hold) {
+    (void)::epoll_ctl(epoll_.Get(), EPOLL_CTL_DEL, it->second->raw, nullptr);
+    return;
+  }
+  struct epoll_event ev {};
+  ev.events = EPOLLIN | EPOLLRDHUP;
+  ev.data.u64 = token;
+  if (::epoll_ctl(epoll_.Get(), EPOLL_CTL_ADD, it->second->raw, &ev) != 0) it->second->held = true;
+}
+
 void ProcessPoller::Unwatch(Token token) {
   if (auto entry = Remove(token); entry && entry->on_end) entry->on_end();
 }

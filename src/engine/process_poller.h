@@ -38,6 +38,9 @@ class ProcessPoller {
   Expected<Token> WatchReadable(int fd, std::function<bool()> on_ready);
   // Drops a watch now (its on_end is called, on the caller's thread); nothing if it ended.
   void Unwatch(Token token);
+  // Stops reading a Watch's descriptor (`hold`), or reads it again: the writer then blocks on a
+  // full pipe, as it would with a slow reader of its own. Any thread, on_data's too.
+  void Hold(Token token, bool hold);
 
  private:
   struct Entry {
@@ -46,6 +49,7 @@ class ProcessPoller {
     std::function<void(std::string_view)> on_data;
     std::function<void()> on_end;
     std::function<bool()> on_ready;  // a WatchReadable's
+    bool held = false;               // out of epoll for now (Hold)
   };
   Expected<Token> Add(int fd, std::shared_ptr<Entry> entry);
   void Loop();

@@ -168,9 +168,32 @@ ProcessExpected<void> SessionProcesses::Resize(int32_t pid, uint16_t rows, uint1
   return {};
 }
 
+ProcessExpected<std::unique_ptr<SessionProcesses::Follower>> SessionProcesses::Follow(int32_t pid,
+                                                                                      uint64_t from) {
+  Lock lock(mu_);
+  auto r = Find(pid);
+  if (!r) return NoProcess(pid);
+  const uint64_t id = ++next_follower_;
+  r->followers[id] = from;
+  return std::unique_ptr<Follower>(new Follower(weak_from_this(), r, id));
+}
+
+SessionProcesses::Follower::~Follower() {
+  if (auto table = table_.lock()) table->Unfollow(*this);
+}
+
+void SessionProcesses::Unfollow(Follower& follower) {
+  Lock lock(mu_);
+  auto r = follower.record_.lock();
+  if (!r) return;
+  r->followers.erase(follower.id_);
+  if (Find(r->pid) == r) Advance(*r);
+}
+
 ProcessExpected<SessionProcesses::Output> SessionProcesses::Read(int32_t pid, uint64_t from, size_t max_bytes,
                                                                  std::optional<Clock::time_point> wait_until,
-                                                                 const std::atomic<bool>* cancel) {
+                                                                 const std::atomic<bool>* cancel,
+                                                                 Follower* follower) {
   Lock lock(mu_);
   auto r = Find(pid);
   if (!r) return NoProcess(pid);
@@ -179,7 +202,12 @@ ProcessExpected<SessionProcesses::Output> SessionProcesses::Read(int32_t pid, ui
            Clock::now() < *wait_until)
       changed_.wait_until(lock, std::min(*wait_until, Clock::now() + std::chrono::milliseconds(200)));
   }
-  return Output{.read = r->log.Read(from, max_bytes), .info = InfoOf(*r)};
+  Output out{.read = r->log.Read(from, max_bytes), .info = InfoOf(*r)};
+  if (follower != nullptr && follower->record_.lock() == r) {
+    r->followers[follower->id_] = out.read.next_offset;
+    Advance(*r);
+  }
+  return out;
 }
 
 ProcessExpected<ProcessInfo> SessionProcesses::Wait(int32_t pid, Clock::time_point until,

@@ -4,7 +4,10 @@
 
 #include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,6 +45,14 @@ struct SessionProcesses::Record {
   std::vector<ProcessPoller::Token> watches;
   std::mutex write_mu;  // one write at a time: two requests' input never interleaves
   OutputLog log;
+  std::map<uint64_t, uint64_t> followers;  // Follower id -> the offset it has read up to
+  bool held = false;                       // its pipes are not read (Hold): a follower lags
+  // Output from here on is kept for a follower that has not read it.
+  uint64_t keep_from() const {
+    uint64_t least = UINT64_MAX;
+    for (const auto& [id, offset] : followers) least = std::min(least, offset);
+    return least;
+  }
 };
 
 struct SessionProcesses::Pending {

@@ -244,6 +244,10 @@ void SessionProcesses::Ended(Record& r, std::optional<int> status) {
   r.ended = std::chrono::system_clock::now();
   r.status = status;
   r.input.reset();
+  if (r.held && poller_ != nullptr) {
+    r.held = false;  // what is left in its pipes is read to their end
+    for (auto token : r.watches) poller_->Hold(token, false);
+  }
   if (!status) return;
   // What it wrote before it ended is in its pipes now: taken before a follower hears the end.
   char buf[65536];
@@ -254,7 +258,7 @@ void SessionProcesses::Ended(Record& r, std::optional<int> status) {
       ssize_t n = ::read(fd->Get(), buf, sizeof buf);
       if (n <= 0) break;
       const size_t before = r.log.buffered();
-      r.log.Append(stream, std::string_view(buf, static_cast<size_t>(n)));
+      r.log.Append(stream, std::string_view(buf, static_cast<size_t>(n)), r.keep_from());
       buffered_ = buffered_ - before + r.log.buffered();
       taken += static_cast<size_t>(n);
     }
@@ -298,8 +302,12 @@ void SessionProcesses::Appended(Record& r, OutputStream stream, std::string_view
   auto it = records_.find(r.pid);
   if (it == records_.end() || it->second.get() != &r) return;  // forgotten
   const size_t before = r.log.buffered();
-  r.log.Append(stream, data);
+  r.log.Append(stream, data, r.keep_from());
   buffered_ = buffered_ - before + r.log.buffered();
+  if (!r.held && r.running && r.log.over_cap() && poller_ != nullptr) {
+    r.held = true;  // a follower lags: the process waits for it, as on a pipe
+    for (auto token : r.watches) poller_->Hold(token, true);
+  }
   if (buffered_ > limits_.session_bytes) {
     // Over the session's budget: ended processes' output goes first, the longest ended first.
     std::vector<Record*> ended;
@@ -314,6 +322,16 @@ void SessionProcesses::Appended(Record& r, OutputStream stream, std::string_view
     if (buffered_ > limits_.session_bytes) buffered_ -= r.log.DropOldest(buffered_ - limits_.session_bytes);
   }
   changed_.notify_all();
+}
+
+void SessionProcesses::Advance(Record& r) {
+  const size_t before = r.log.buffered();
+  r.log.Trim(r.keep_from());
+  buffered_ = buffered_ - before + r.log.buffered();
+  if (r.held && !r.log.over_cap() && poller_ != nullptr) {
+    r.held = false;
+    for (auto token : r.watches) poller_->Hold(token, false);
+  }
 }
 
 ProcessInfo SessionProcesses::InfoOf(const Record& r) const {

@@ -115,11 +115,18 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
     OutputRead read;
     ProcessInfo info;  // as it was when read: `running` false means no more output follows
   };
+  // A reader that must not miss output (E2B's process streams carry no offsets to say what was
+  // dropped): while it is attached, what it has not read yet is kept past the per-stream cap,
+  // and once a stream is over the cap the process's output is no longer read (its writes
+  // block, as on a pipe to a slow reader) until the reader moves on. Detached when destroyed.
+  class Follower;
+  ProcessExpected<std::unique_ptr<Follower>> Follow(int32_t pid, uint64_t from);
   // What the output holds from `from` (at most `max_bytes`). With `wait_until`, first waits
   // until it holds something past `from`, the process has ended, `cancel` is set, or the time.
+  // A `follower` of this process has then read up to the answer's next_offset.
   ProcessExpected<Output> Read(int32_t pid, uint64_t from, size_t max_bytes,
                                std::optional<std::chrono::steady_clock::time_point> wait_until = std::nullopt,
-                               const std::atomic<bool>* cancel = nullptr);
+                               const std::atomic<bool>* cancel = nullptr, Follower* follower = nullptr);
   // Waits until the process ended (or `until`, or `cancel`); its info then.
   ProcessExpected<ProcessInfo> Wait(int32_t pid, std::chrono::steady_clock::time_point until,
                                     const std::atomic<bool>* cancel = nullptr);
@@ -136,6 +143,10 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
   void Forget(std::vector<ProcessPoller::Token>& drop);
   void Appended(Record& r, OutputStream stream, std::string_view data);
   ProcessInfo InfoOf(const Record& r) const;
+  // Output its followers have read is dropped down to the cap; its pipes are read again once
+  // no stream is over it.
+  void Advance(Record& r);
+  void Unfollow(Follower& follower);
   std::shared_ptr<Record> Find(int32_t pid);
   void Unwatch(const std::vector<ProcessPoller::Token>& tokens);
 
@@ -149,6 +160,22 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
   std::map<uint32_t, std::shared_ptr<Pending>> pending_;  // starts waiting for their answer
   std::map<int32_t, std::shared_ptr<Record>> records_;    // by pid: the latest with it
   size_t buffered_ = 0;
+  uint64_t next_follower_ = 0;
+};
+
+class SessionProcesses::Follower {
+ public:
+  ~Follower();
+  Follower(const Follower&) = delete;
+  Follower& operator=(const Follower&) = delete;
+
+ private:
+  friend class SessionProcesses;
+  Follower(std::weak_ptr<SessionProcesses> table, std::weak_ptr<Record> record, uint64_t id)
+      : table_(std::move(table)), record_(std::move(record)), id_(id) {}
+  std::weak_ptr<SessionProcesses> table_;
+  std::weak_ptr<Record> record_;
+  uint64_t id_;
 };
 
 }  // namespace execbox::engine

@@ -430,6 +430,17 @@ await check('a pty: input echoed, resize, kill', async () => {
   await throws(() => term.wait(), /signal: killed/, 'the pty after kill')
 })
 
+await check("a command's output comes whole, however fast it is written", async () => {
+  // Some 2.7 MB, more than the 1 MiB a stream keeps for late readers: the client is a follower,
+  // and the command waits for it rather than lose what it has not read.
+  const expected = Array.from({ length: 400000 }, (_, i) => `${i + 1}\n`).join('')
+  const r = await sbx.commands.run('seq 1 400000')
+  assert(r.exitCode === 0, `exit ${r.exitCode}`)
+  assert(r.stdout.length === expected.length, `${r.stdout.length} of ${expected.length} bytes`)
+  assert(r.stdout === expected, 'the output in order')
+  assert(!/dropped/.test(r.stderr), r.stderr.slice(0, 300))
+})
+
 await check('a foreground command still returns its output and exit code', async () => {
   const r = await sbx.commands.run('echo "$((6 * 7))"; echo warn >&2')
   assert(r.exitCode === 0 && r.stdout === '42\n' && r.stderr === 'warn\n', JSON.stringify(r))

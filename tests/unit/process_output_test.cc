@@ -61,6 +61,26 @@ TEST(OutputLog, AReadIsBoundedAndGoesOnWhereItStopped) {
   EXPECT_EQ(log.Read(0, 1000).dropped, 30u);
 }
 
+TEST(OutputLog, WhatAReaderHasNotReadIsKeptPastTheCapThenTrimmed) {
+  OutputLog log(10);
+  log.Append(OutputStream::kStdout, "0123456789", 3);
+  log.Append(OutputStream::kStdout, "abcde", 3);
+  EXPECT_TRUE(log.over_cap());
+  OutputRead r = log.Read(0, 1 << 20);
+  EXPECT_EQ(r.dropped, 3u) << "only what lies before the reader's offset went";
+  EXPECT_EQ(Joined(r), "3456789abcde");
+  log.Trim(12);  // the reader has read up to "ab"
+  EXPECT_FALSE(log.over_cap());
+  EXPECT_EQ(Joined(log.Read(0, 1 << 20)), "56789abcde");
+  log.Append(OutputStream::kStderr, "E", 0);
+  EXPECT_FALSE(log.over_cap()) << "each stream has its own cap";
+  log.Append(OutputStream::kStdout, "fg", 5);
+  EXPECT_TRUE(log.over_cap());
+  log.Trim(UINT64_MAX);
+  EXPECT_FALSE(log.over_cap());
+  EXPECT_EQ(Joined(log.Read(0, 1 << 20)), "789abcdeEfg");
+}
+
 TEST(Signals, ByNameInAnyCaseOrByNumber) {
   EXPECT_EQ(SignalNumber("SIGTERM"), SIGTERM);
   EXPECT_EQ(SignalNumber("term"), SIGTERM);

@@ -331,6 +331,40 @@ TEST_F(SessionProcess, AnotherOwnerSeesNothingAndAClosedSessionLeavesNothing) {
   EXPECT_EQ(end.ended_by, "session_end");
 }
 
+TEST_F(SessionProcess, AFollowerMissesNothingOfAFastWriterAndOthersStillSeeTheTail) {
+  std::string expected;
+  for (int i = 1; i <= 500000; ++i) expected += std::to_string(i) + "\n";  // about 3.4 MB
+  ProcessInfo p = StartOk(Shell("seq 1 500000"));
+  auto table = Table();
+  auto follower = table->Follow(p.pid, 0);
+  ASSERT_TRUE(follower.has_value()) << follower.error().message;
+  std::string got;
+  uint64_t from = 0;
+  bool dropped = false;
+  const auto deadline = steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    auto read = table->Read(p.pid, from, 64 << 10, steady_clock::now() + std::chrono::seconds(1), nullptr,
+                            follower->get());
+    ASSERT_TRUE(read.has_value()) << read.error().message;
+    dropped = dropped || read->read.dropped > 0;
+    for (const auto& c : read->read.chunks) got += c.data;
+    from = read->read.next_offset;
+    if (!read->info.running && from >= read->info.output_bytes) break;
+    ASSERT_LT(steady_clock::now(), deadline) << got.size() << " bytes read";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // slower than seq writes
+  }
+  EXPECT_FALSE(dropped);
+  EXPECT_EQ(got.size(), expected.size());
+  EXPECT_TRUE(got == expected) << "the output is whole and in order";
+  EXPECT_EQ(WaitEnd(p.pid).exit_code, 0);
+  follower->reset();
+  // A reader that was not following finds the newest 1 MiB and learns what it missed.
+  auto late = table->Read(p.pid, 0, 8 << 20);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_GT(late->read.dropped, 0u);
+  EXPECT_LE(late->read.next_offset - late->read.dropped, (1u << 20) + (64u << 10));
+}
+
 TEST_F(SessionProcess, TwentyBackgroundProcessesLeaveNothingWhenTheSessionIsKilled) {
   // A duration no other process on the machine sleeps: the host finds them by it.
   const std::string seconds = "86400." + std::to_string(std::random_device{}() % 1000000000);

@@ -87,13 +87,17 @@ class ProcessEvents final : public Call {
 // The process's output from the first byte still held, then its end. Returns early when the
 // client has gone (the process runs on) or the server is shutting down.
 void Follow(engine::Gate& gate, ProcessEvents& call, engine::SessionProcesses& table, int32_t pid) {
+  // A follower: the process waits for this client rather than drop what it has not read.
+  auto follower = table.Follow(pid, 0);
+  if (!follower) return call.Fail(ProcessRpcError(gate.FromProcess(follower.error())));
   uint64_t from = 0;
   for (;;) {
-    auto got = table.Read(pid, from, kReadBytes, Clock::now() + kFollowWait, &call.cancel_flag());
+    auto got =
+        table.Read(pid, from, kReadBytes, Clock::now() + kFollowWait, &call.cancel_flag(), follower->get());
     if (!got) return call.Fail(ProcessRpcError(gate.FromProcess(got.error())));
-    // The table keeps a bounded tail of each stream, whoever reads: a process that writes faster
-    // than its client reads loses the oldest. envd's events carry no offsets to say so, so it is
-    // said where a person reads it.
+    // Output is dropped only where the follower came too late for it (a connect after the
+    // first 1 MiB of a stream) or the session's 32 MiB were full. envd's events carry no
+    // offsets to say so, so it is said where a person reads it.
     if (got->read.dropped > 0) {
       const std::string note = "\nexecbox: " + std::to_string(got->read.dropped) +
                                " bytes of output were dropped here (written faster than they were read)\n";
