@@ -167,8 +167,10 @@ class Gate {
   // only (to anyone else the session does not exist). A start is audited (the command as the
   // audit's code) and refused while shutting down; it restarts a session whose sandbox had
   // ended (as an upload does). A signal is audited. None waits for a running execution.
+  // `follower`: the caller follows it from its first byte (SessionProcesses::Start).
   Refused<ProcessInfo> StartProcess(const Caller& caller, const std::string& id, const ProcessSpec& spec,
-                                    const Origin& origin);
+                                    const Origin& origin,
+                                    std::unique_ptr<SessionProcesses::Follower>* follower = nullptr);
   Refused<std::vector<ProcessInfo>> ListProcesses(const Caller& caller, const std::string& id);
   Refused<ProcessInfo> GetProcess(const Caller& caller, const std::string& id, int32_t pid);
   Refused<void> WriteProcessInput(const Caller& caller, const std::string& id, int32_t pid,

@@ -53,7 +53,8 @@ Refused<std::shared_ptr<SessionProcesses>> Gate::ProcessesOf(const Caller& calle
 }
 
 Refused<ProcessInfo> Gate::StartProcess(const Caller& caller, const std::string& id, const ProcessSpec& spec,
-                                        const Origin& origin) {
+                                        const Origin& origin,
+                                        std::unique_ptr<SessionProcesses::Follower>* follower) {
   const char* route = "process_start";
   const std::string command = AuditedCommand(spec);
   auto refuse = [&](Refusal r) {
@@ -62,7 +63,7 @@ Refused<ProcessInfo> Gate::StartProcess(const Caller& caller, const std::string&
   if (closed()) return refuse(ShuttingDown());
   auto table = ProcessesOf(caller, id, true);
   if (!table) return refuse(std::move(table.error()));
-  auto started = (*table)->Start(spec);
+  auto started = (*table)->Start(spec, follower);
   if (!started) return refuse(FromProcess(started.error()));
   Audit(caller, origin, route, id, command, "started:" + std::to_string(started->pid), nullptr);
   return std::move(*started);

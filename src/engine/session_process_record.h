@@ -60,6 +60,8 @@ struct SessionProcesses::Pending {
   std::vector<std::string> argv;
   std::shared_ptr<UniqueFd> out, err, in;  // the host's ends of the pipes
   bool answered = false;
+  bool follow = false;  // a follower from the first byte, for Start's caller
+  std::unique_ptr<SessionProcesses::Follower> follower;
   std::optional<ProcessInfo> info;
   ProcessFailure failure{ProcessError::kInternal, ""};
 };

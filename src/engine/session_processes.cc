@@ -77,7 +77,8 @@ bool SessionProcesses::ready() {
   return link_ && !link_->closed();
 }
 
-ProcessExpected<ProcessInfo> SessionProcesses::Start(const ProcessSpec& spec) {
+ProcessExpected<ProcessInfo> SessionProcesses::Start(const ProcessSpec& spec,
+                                                     std::unique_ptr<Follower>* follower) {
   if (spec.command.empty() == spec.argv.empty())
     return ProcessFailed(ProcessError::kInvalid, "give a command or argv (one of them)");
   jail::ProcessStart start;
@@ -110,6 +111,7 @@ ProcessExpected<ProcessInfo> SessionProcesses::Start(const ProcessSpec& spec) {
   auto pending = std::make_shared<Pending>();
   pending->spec = spec;
   pending->argv = start.argv;
+  pending->follow = follower != nullptr;
   std::vector<UniqueFd> child_ends;  // the sandbox's ends: closed here once sent
   if (!spec.pty) {
     for (int i = 0; i < (spec.stdin ? 3 : 2); ++i) {
@@ -155,8 +157,9 @@ ProcessExpected<ProcessInfo> SessionProcesses::Start(const ProcessSpec& spec) {
     pending_.erase(id);
     return ProcessFailed(ProcessError::kInternal, "the session's init did not answer a start in time");
   }
-  if (pending->info) return *pending->info;
-  return std::unexpected(pending->failure);
+  if (!pending->info) return std::unexpected(pending->failure);
+  if (follower != nullptr) *follower = std::move(pending->follower);
+  return *pending->info;
 }
 
 void SessionProcesses::Dispatch(const jail::InitLink* link, std::vector<jail::InitEvent> events,
@@ -237,6 +240,11 @@ void SessionProcesses::Started(const jail::InitLink* link, jail::InitEvent& e,
   }
   records_[r->pid] = r;
   p->info = InfoOf(*r);
+  if (p->follow) {
+    const uint64_t id = ++next_follower_;
+    r->followers[id] = 0;
+    p->follower.reset(new Follower(weak_from_this(), r, id));
+  }
 }
 
 void SessionProcesses::Ended(Record& r, std::optional<int> status) {

@@ -101,7 +101,10 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
   // A sandbox is bound and its init still answers.
   bool ready();
 
-  ProcessExpected<ProcessInfo> Start(const ProcessSpec& spec);
+  class Follower;
+  // With `follower`, the process is followed from its first byte (Follow): nothing it writes
+  // before the caller reads is lost.
+  ProcessExpected<ProcessInfo> Start(const ProcessSpec& spec, std::unique_ptr<Follower>* follower = nullptr);
   std::vector<ProcessInfo> List();
   ProcessExpected<ProcessInfo> Get(int32_t pid);
   // Waits (up to a few seconds) while the pipe or pty is full; kNoStdin once the process
@@ -119,7 +122,6 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
   // dropped): while it is attached, what it has not read yet is kept past the per-stream cap,
   // and once a stream is over the cap the process's output is no longer read (its writes
   // block, as on a pipe to a slow reader) until the reader moves on. Detached when destroyed.
-  class Follower;
   ProcessExpected<std::unique_ptr<Follower>> Follow(int32_t pid, uint64_t from);
   // What the output holds from `from` (at most `max_bytes`). With `wait_until`, first waits
   // until it holds something past `from`, the process has ended, `cancel` is set, or the time.

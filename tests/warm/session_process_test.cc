@@ -334,17 +334,22 @@ TEST_F(SessionProcess, AnotherOwnerSeesNothingAndAClosedSessionLeavesNothing) {
 TEST_F(SessionProcess, AFollowerMissesNothingOfAFastWriterAndOthersStillSeeTheTail) {
   std::string expected;
   for (int i = 1; i <= 500000; ++i) expected += std::to_string(i) + "\n";  // about 3.4 MB
-  ProcessInfo p = StartOk(Shell("seq 1 500000"));
-  auto table = Table();
-  auto follower = table->Follow(p.pid, 0);
-  ASSERT_TRUE(follower.has_value()) << follower.error().message;
+  auto table = Table("test", true);
+  std::unique_ptr<SessionProcesses::Follower> follower;
+  auto started = table->Start(Shell("seq 1 500000"), &follower);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  ASSERT_NE(follower, nullptr);
+  ProcessInfo p = *started;
+  // Long enough for seq to have written far more than 1 MiB were nobody following it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(table->Get(p.pid)->running) << "it waits for its follower";
   std::string got;
   uint64_t from = 0;
   bool dropped = false;
   const auto deadline = steady_clock::now() + std::chrono::seconds(120);
   for (;;) {
     auto read = table->Read(p.pid, from, 64 << 10, steady_clock::now() + std::chrono::seconds(1), nullptr,
-                            follower->get());
+                            follower.get());
     ASSERT_TRUE(read.has_value()) << read.error().message;
     dropped = dropped || read->read.dropped > 0;
     for (const auto& c : read->read.chunks) got += c.data;
@@ -357,7 +362,7 @@ TEST_F(SessionProcess, AFollowerMissesNothingOfAFastWriterAndOthersStillSeeTheTa
   EXPECT_EQ(got.size(), expected.size());
   EXPECT_TRUE(got == expected) << "the output is whole and in order";
   EXPECT_EQ(WaitEnd(p.pid).exit_code, 0);
-  follower->reset();
+  follower.reset();
   // A reader that was not following finds the newest 1 MiB and learns what it missed.
   auto late = table->Read(p.pid, 0, 8 << 20);
   ASSERT_TRUE(late.has_value());

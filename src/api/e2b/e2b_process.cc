@@ -86,14 +86,19 @@ class ProcessEvents final : public Call {
 
 // The process's output from the first byte still held, then its end. Returns early when the
 // client has gone (the process runs on) or the server is shutting down.
-void Follow(engine::Gate& gate, ProcessEvents& call, engine::SessionProcesses& table, int32_t pid) {
-  // A follower: the process waits for this client rather than drop what it has not read.
-  auto follower = table.Follow(pid, 0);
-  if (!follower) return call.Fail(ProcessRpcError(gate.FromProcess(follower.error())));
+// `follower` (the process's from its start), or one from what is held now: the process waits
+// for this client rather than drop what it has not read.
+void Follow(engine::Gate& gate, ProcessEvents& call, engine::SessionProcesses& table, int32_t pid,
+            std::unique_ptr<engine::SessionProcesses::Follower> follower = nullptr) {
+  if (!follower) {
+    auto attached = table.Follow(pid, 0);
+    if (!attached) return call.Fail(ProcessRpcError(gate.FromProcess(attached.error())));
+    follower = std::move(*attached);
+  }
   uint64_t from = 0;
   for (;;) {
     auto got =
-        table.Read(pid, from, kReadBytes, Clock::now() + kFollowWait, &call.cancel_flag(), follower->get());
+        table.Read(pid, from, kReadBytes, Clock::now() + kFollowWait, &call.cancel_flag(), follower.get());
     if (!got) return call.Fail(ProcessRpcError(gate.FromProcess(got.error())));
     // Output is dropped only where the follower came too late for it (a connect after the
     // first 1 MiB of a stream) or the session's 32 MiB were full. envd's events carry no
@@ -206,13 +211,14 @@ void E2bApi::StartProcess(HttpRequest& request, std::shared_ptr<Exchange>& excha
   calls_.Spawn(
       call,
       [this, call, sandbox, caller, origin, spec = std::move(*spec)] {
-        auto started = gate_.StartProcess(caller, sandbox->id, spec.spec, origin);
+        std::unique_ptr<engine::SessionProcesses::Follower> follower;
+        auto started = gate_.StartProcess(caller, sandbox->id, spec.spec, origin, &follower);
         if (!started) return call->Fail(ProcessRpcError(started.error()));
         Remember(*sandbox, *started, spec.config);
         call->Send({{"start", {{"pid", started->pid}}}});
         auto table = gate_.ProcessesOf(caller, sandbox->id);
         if (!table) return call->Fail(ProcessRpcError(table.error()));
-        Follow(gate_, *call, **table, started->pid);
+        Follow(gate_, *call, **table, started->pid, std::move(follower));
       },
       [call] { call->End(); });
 }
