@@ -200,7 +200,8 @@ void E2bApi::WatchDir(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
           }
           if (call->cancelled() || gate_.closed()) break;
         }
-        (void)(*table)->Signal(pid, SIGKILL);  // the client went, or the server stops
+        // The client went, or the server stops: through the gate, audited as any signal.
+        (void)gate_.SignalProcess(caller, sandbox->id, pid, SIGKILL, origin);
         if (!call->stream().client_gone()) call->End(error);
       },
       [call] { call->stream().End(); });
@@ -242,13 +243,15 @@ void E2bApi::PolledWatcher(const std::string& method, const nlohmann::json& body
         if (!got->info.running && watcher->offset >= got->info.output_bytes)
           return fail(WatchFailure(got->info, watch.path));
         if (Clock::now() >= deadline) {
-          (void)(*table)->Signal(watcher->pid, SIGKILL);
+          (void)gate_.SignalProcess(caller, sandbox->id, watcher->pid, SIGKILL,
+                                    {.transport = engine::Transport::kE2b, .peer = peer});
           return fail({"deadline_exceeded", "the watch of " + watch.path + " did not start"});
         }
       }
       auto random = RandomHex(8);
       if (!random) {
-        (void)(*table)->Signal(watcher->pid, SIGKILL);
+        (void)gate_.SignalProcess(caller, sandbox->id, watcher->pid, SIGKILL,
+                                  {.transport = engine::Transport::kE2b, .peer = peer});
         return fail({"internal", "no watcher id could be made"});
       }
       const std::string id = *random;
