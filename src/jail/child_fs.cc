@@ -21,24 +21,6 @@ namespace {
 
 StepError Err(const char* step) noexcept { return StepError{step, errno}; }
 
-// A remount inside a user namespace must keep the flags the host locked on the original mount
-// (read-only, nosuid, nodev, noexec, atime), or the kernel refuses it.
-unsigned long LockedFlags(const char* path) noexcept {
-  struct statfs sf {};
-  if (::statfs(path, &sf) != 0) return 0;
-  unsigned long f = 0;
-  // A read-only source stays read-only (systemd's PrivateDevices= gives a read-only /dev; a
-  // device node on it is still written to, the mount's flag guards the directory only).
-  if (sf.f_flags & ST_RDONLY) f |= MS_RDONLY;
-  if (sf.f_flags & ST_NOSUID) f |= MS_NOSUID;
-  if (sf.f_flags & ST_NODEV) f |= MS_NODEV;
-  if (sf.f_flags & ST_NOEXEC) f |= MS_NOEXEC;
-  if (sf.f_flags & ST_NOATIME) f |= MS_NOATIME;
-  if (sf.f_flags & ST_NODIRATIME) f |= MS_NODIRATIME;
-  if (sf.f_flags & ST_RELATIME) f |= MS_RELATIME;
-  return f;
-}
-
 StepError WriteWhole(const char* path, const char* data, size_t size, mode_t mode) noexcept {
   int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return Err("create file in the jail root");
@@ -475,6 +457,24 @@ int MountProc(const char* target) noexcept {
   if (::mount("proc", target, "proc", kFlags, "subset=pid") == 0) return 0;
   if (errno == EINVAL && ::mount("proc", target, "proc", kFlags, nullptr) == 0) return 0;
   return -1;
+}
+
+// A remount inside a user namespace must keep the flags the host locked on the original mount,
+// or the kernel refuses it.
+unsigned long LockedFlags(const char* path) noexcept {
+  struct statfs sf {};
+  if (::statfs(path, &sf) != 0) return 0;
+  unsigned long f = 0;
+  // A read-only source stays read-only (systemd's PrivateDevices= gives a read-only /dev; a
+  // device node on it is still written to, the mount's flag guards the directory only).
+  if (sf.f_flags & ST_RDONLY) f |= MS_RDONLY;
+  if (sf.f_flags & ST_NOSUID) f |= MS_NOSUID;
+  if (sf.f_flags & ST_NODEV) f |= MS_NODEV;
+  if (sf.f_flags & ST_NOEXEC) f |= MS_NOEXEC;
+  if (sf.f_flags & ST_NOATIME) f |= MS_NOATIME;
+  if (sf.f_flags & ST_NODIRATIME) f |= MS_NODIRATIME;
+  if (sf.f_flags & ST_RELATIME) f |= MS_RELATIME;
+  return f;
 }
 
 int MountProcIfAllowed(const char* target) noexcept {

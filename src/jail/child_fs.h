@@ -18,6 +18,9 @@ struct StepError {
 // A fresh procfs for the caller's pid namespace at `target`, with only the pid entries where the
 // kernel allows it. 0, or -1 with errno set.
 int MountProc(const char* target) noexcept;
+// The flags a remount of the mount at `path` must keep inside a user namespace (read-only,
+// nosuid, nodev, noexec, atime), as the kernel locked them.
+unsigned long LockedFlags(const char* path) noexcept;
 // MountProc, or nothing when the kernel refuses a procfs here with EPERM (a container masked
 // parts of its own /proc): 1 mounted, 0 going without, -1 with errno for any other failure.
 int MountProcIfAllowed(const char* target) noexcept;

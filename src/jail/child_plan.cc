@@ -175,7 +175,10 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   plan.landlock = MakeLandlockPlan(std::move(writable), {"/dev/null", "/dev/zero", "/dev/full"});
   plan.collect_files = policy.collect.enabled;
   plan.zygote = policy.zygote;
-  plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP);
+  // CAP_DAC_OVERRIDE for a session's overlay root (session_root.h): overlayfs does its work in
+  // a directory of mode 0 with the mounter's credentials. Inside the user namespace it
+  // overrides only the modes of files whose owner is mapped there: the sandbox's own.
+  plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP) | (1ull << CAP_DAC_OVERRIDE);
   plan.max_files = policy.collect.max_files;
   plan.max_file_bytes = policy.collect.max_file_bytes;
   return plan;

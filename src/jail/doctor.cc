@@ -21,6 +21,7 @@
 #include "jail/launch.h"
 #include "jail/sandbox.h"
 #include "jail/seccomp_filter.h"
+#include "jail/session_root.h"
 
 namespace execbox::jail {
 namespace {
@@ -411,6 +412,7 @@ std::vector<Check> Diagnose() {
   checks.push_back(Cgroups());
   checks.push_back(Rlimits());
   checks.push_back(WholeJail());
+  checks.push_back(SessionRootCheck());
   return checks;
 }
 

@@ -21,6 +21,7 @@
 #include "jail/child_fs.h"
 #include "jail/lockdown.h"
 #include "jail/session_init.h"
+#include "jail/session_root.h"
 #include "jail/warm_host.h"
 #include "jail/wire.h"
 
@@ -28,7 +29,8 @@ namespace execbox::jail {
 namespace {
 
 constexpr int kChannelFd = 3;
-constexpr int kInitFd = 4;  // a session's: the init's socket to the host
+constexpr int kInitFd = 4;   // a session's: the init's socket to the host
+constexpr int kLayerFd = 5;  // a session's: its root's upper layer, read-only (the kernel's only)
 
 [[noreturn]] void SetupFail(int control, const char* step) noexcept {
   wire::Header h{.kind = wire::Kind::kSetupFailed, .a = errno};
@@ -57,7 +59,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 // process stays pid 1 as the session's init (session_init.h). SIGCHLD is blocked across the
 // fork, so the init cannot miss the kernel's end; the kernel unblocks it. The init keeps the
 // dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors.
-void ForkSessionInit(int channel, int init) noexcept {
+void ForkSessionInit(int channel, int init, int layer) noexcept {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -66,6 +68,7 @@ void ForkSessionInit(int channel, int init) noexcept {
   if (kernel < 0) CodeFail(channel, "fork the session's kernel");
   if (kernel > 0) {
     ::close(channel);
+    if (layer >= 0) ::close(layer);
     RunSessionInit(init, kernel);
   }
   ::close(init);
@@ -74,8 +77,9 @@ void ForkSessionInit(int channel, int init) noexcept {
 }
 
 // The code's process, isolated: locked down before it waits for code. `init` (a session's,
-// else -1) is the socket the session's init serves the host on.
-[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, int init,
+// else -1) is the socket the session's init serves the host on; `layer` (a session's, else -1)
+// its root's upper layer.
+[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, int init, int layer,
                           const ZygoteSetup& setup) noexcept {
   // Refused only where the zygote's own jail was refused one too (its layers say so).
   if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
@@ -87,8 +91,11 @@ void ForkSessionInit(int channel, int init) noexcept {
 
   int high = ::fcntl(channel, F_DUPFD, 64);
   int high_init = init >= 0 ? ::fcntl(init, F_DUPFD, 64) : -1;
+  int high_layer = layer >= 0 ? ::fcntl(layer, F_DUPFD, 64) : -1;
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (high < 0 || null < 0 || (init >= 0 && high_init < 0)) CodeFail(channel, "open /dev/null");
+  if (high < 0 || null < 0 || (init >= 0 && high_init < 0) || (layer >= 0 && high_layer < 0)) {
+    CodeFail(channel, "open /dev/null");
+  }
   for (int fd = 0; fd < 3; ++fd) {
     if (::dup2(null, fd) < 0) CodeFail(channel, "place descriptors");
   }
@@ -98,9 +105,15 @@ void ForkSessionInit(int channel, int init) noexcept {
     if (::dup2(high_init, kInitFd) < 0) CodeFail(channel, "place the init's socket");
     init = kInitFd;
   }
+  int last = init >= 0 ? kInitFd : kChannelFd;
+  if (layer >= 0) {
+    // Close-on-exec: a command the code runs never holds it.
+    if (::dup3(high_layer, kLayerFd, O_CLOEXEC) < 0) CodeFail(channel, "place the root's layer");
+    layer = last = kLayerFd;
+  }
   // Everything else the zygote held goes here: its command socket, the other children's
   // control sockets and work dirs.
-  ::close_range(init >= 0 ? kInitFd + 1 : kChannelFd + 1, ~0U, 0);
+  ::close_range(static_cast<unsigned>(last) + 1, ~0U, 0);
 
   const rlim_t memlock = 64 << 10;
   const struct {
@@ -122,12 +135,14 @@ void ForkSessionInit(int channel, int init) noexcept {
   ::umask(022);
   if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
 
-  if (const char* step = LockDown(setup.landlock, *setup.seccomp)) CodeFail(channel, step);
-  if (init >= 0) ForkSessionInit(channel, init);
+  // Writes beneath / only where / is the session's own overlay.
+  const LandlockPlan& landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
+  if (const char* step = LockDown(landlock, *setup.seccomp)) CodeFail(channel, step);
+  if (init >= 0) ForkSessionInit(channel, init, layer);
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, spec.session != 0);
+  setup.run_code(channel, spec.session != 0, layer);
   ::_exit(70);
 }
 
@@ -148,6 +163,13 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int
   constexpr int kFlags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   if (::unshare(kFlags) != 0) SetupFail(control, "unshare mount, net, ipc, uts, cgroup namespaces");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) SetupFail(control, "make / private");
+  // A session is a machine: its root is writable, into a layer of its own (session_root.h).
+  int layer = -1;
+  if (spec.session != 0) {
+    if (const char* step = MountSessionRoot(spec.work_dir_bytes, spec.inodes, setup.work_dir, &layer)) {
+      SetupFail(control, step);
+    }
+  }
   if (MountTmpfs(setup.work_dir, spec.work_dir_bytes, spec.inodes, "0700") != 0)
     SetupFail(control, "mount the work dir");
   if (MountTmpfs("/tmp", spec.tmp_bytes, spec.inodes, "1777") != 0) SetupFail(control, "mount /tmp");
@@ -168,7 +190,7 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int
   ::close(workfd);
   ::close(link);
   ::close(control);  // the code never holds the host's control socket
-  RunCode(spec, channel, init, setup);
+  RunCode(spec, channel, init, layer, setup);
 }
 
 }  // namespace execbox::jail

@@ -50,6 +50,10 @@ struct ZygoteReady {
 struct ZygoteSetup {
   const SeccompProgram* seccomp = nullptr;
   LandlockPlan landlock;
+  // A session's: its root is an overlay of its own (session_root.h), writable wherever its user
+  // owns a directory, so writes are allowed beneath / (the host's directories stay read-only
+  // mounts, which Landlock does not loosen).
+  LandlockPlan session_landlock;
   // Each child's own tmpfs, mounted over the zygote's; the zygote's root already holds the
   // alias (Policy::work_dir_alias), a link that then leads to the child's.
   const char* work_dir = kHomeDir;
@@ -59,8 +63,9 @@ struct ZygoteSetup {
   void (*after_fork_parent)() = nullptr;
   void (*after_fork_child)() = nullptr;
   // Runs in the locked-down code process with its channel as fd 3; must not return. (A
-  // session's init, its pid 1, runs jail code only: RunSessionInit.)
-  void (*run_code)(int channel, bool session) = nullptr;
+  // session's init, its pid 1, runs jail code only: RunSessionInit.) `layer`: a session's
+  // root's upper layer, read-only (session_root.h), for its snapshots; else -1.
+  void (*run_code)(int channel, bool session, int layer) = nullptr;
 };
 
 // Collapses this process's private anonymous memory (the heap and anonymous mappings, in whole

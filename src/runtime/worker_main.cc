@@ -28,8 +28,8 @@ void AfterForkParent() { PyOS_AfterFork_Parent(); }
 void AfterForkChild() { PyOS_AfterFork_Child(); }
 
 // In the locked-down child: the agent serves the channel and ends the process itself.
-void RunCode(int channel, bool session) {
-  PyObject* r = PyObject_CallMethod(g_agent, "serve", "iO", channel, session ? Py_True : Py_False);
+void RunCode(int channel, bool session, int layer) {
+  PyObject* r = PyObject_CallMethod(g_agent, "serve", "iOi", channel, session ? Py_True : Py_False, layer);
   if (r == nullptr) PyErr_Print();
   std::fflush(stderr);
   _exit(70);
@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
                                                    {"/dev/null", "/dev/zero", "/dev/full",
                                                     // a session's ptys (its own devpts)
                                                     "/dev/pts"});
+  setup.session_landlock = execbox::jail::MakeLandlockPlan({"/"}, {});
   setup.before_fork = BeforeFork;
   setup.after_fork_parent = AfterForkParent;
   setup.after_fork_child = AfterForkChild;

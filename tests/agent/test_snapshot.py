@@ -115,6 +115,61 @@ class SnapshotTest(unittest.TestCase):
             with self.assertRaises(snapshot.SnapshotError):
                 snapshot.restore(dst_fd, types.ModuleType("__main__"))
 
+    def test_a_roots_layer_comes_back_through_the_new_root_and_the_home_stays_the_home(self):
+        """A session's root layer (jail/session_root.h) beside its home: a new file, a file of
+        the system removed (a whiteout), a directory that hides the system's (opaque); the
+        home's file of the same name stays in the home."""
+        home, home_fd = self.work_dir()
+        layer, layer_fd = self.work_dir()
+        os.makedirs(os.path.join(home, "opt/app"))
+        with open(os.path.join(home, "opt/app/x.txt"), "w") as f:
+            f.write("home's")
+        os.makedirs(os.path.join(layer, "opt/app"))
+        with open(os.path.join(layer, "opt/app/x.txt"), "w") as f:
+            f.write("root's")
+        os.makedirs(os.path.join(layer, "opt/old"))
+        with open(os.path.join(layer, "opt/old/kept.txt"), "w") as f:
+            f.write("kept")
+        os.setxattr(os.path.join(layer, "opt/old"), "user.overlay.opaque", b"y")
+        whiteout = os.geteuid() == 0
+        if whiteout:
+            os.makedirs(os.path.join(layer, "etc"))
+            os.mknod(os.path.join(layer, "etc/group"), 0o600 | __import__("stat").S_IFCHR, 0)
+        summary = snapshot.take(types.ModuleType("__main__"), home_fd, {}, layer=layer_fd)
+        self.assertEqual(summary["not_copied"], [])
+        self.assertEqual(summary["files"], 3)
+
+        new_home, new_home_fd = self.work_dir()
+        root, root_fd = self.work_dir()  # the new session's root, with the system's files
+        os.makedirs(os.path.join(root, "etc"))
+        os.makedirs(os.path.join(root, "opt/old"))
+        for name in ("etc/group", "opt/old/stale.txt", "opt/old/kept.txt"):
+            with open(os.path.join(root, name), "w") as f:
+                f.write("system's")
+        self.hand_over(home, new_home)
+        restored = snapshot.restore(new_home_fd, types.ModuleType("__main__"), root=root_fd)
+        self.assertEqual(restored["not_restored"], [])
+        with open(os.path.join(new_home, "opt/app/x.txt")) as f:
+            self.assertEqual(f.read(), "home's")
+        with open(os.path.join(root, "opt/app/x.txt")) as f:
+            self.assertEqual(f.read(), "root's")
+        self.assertEqual(sorted(os.listdir(os.path.join(root, "opt/old"))), ["kept.txt"])
+        with open(os.path.join(root, "opt/old/kept.txt")) as f:
+            self.assertEqual(f.read(), "kept")
+        self.assertEqual(os.path.exists(os.path.join(root, "etc/group")), not whiteout)
+
+    def test_a_roots_layer_without_a_root_to_restore_into_is_listed_not_written(self):
+        home, home_fd = self.work_dir()
+        layer, layer_fd = self.work_dir()
+        with open(os.path.join(layer, "data.txt"), "w") as f:
+            f.write("x")
+        snapshot.take(types.ModuleType("__main__"), home_fd, {}, layer=layer_fd)
+        new_home, new_home_fd = self.work_dir()
+        self.hand_over(home, new_home)
+        restored = snapshot.restore(new_home_fd, types.ModuleType("__main__"))
+        self.assertEqual([e["name"] for e in restored["not_restored"]], ["/data.txt"])
+        self.assertFalse(os.path.exists(os.path.join(new_home, "data.txt")))
+
 
 if __name__ == "__main__":
     unittest.main()

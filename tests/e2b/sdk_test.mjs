@@ -158,7 +158,7 @@ await check('files: write, read, list, and code sees them', async () => {
   await throws(() => sbx.files.read('nope.txt'), /not found|no such/i, 'reading a missing file')
 })
 
-await check('files at any path: git in /tmp through commands and files, /etc read, the system refused', async () => {
+await check('files at any path: git in /tmp through commands and files, /opt and /data written, /etc read, the system refused', async () => {
   const init = await sbx.commands.run(
     'git init -q /tmp/repo && cd /tmp/repo && git config user.email a@example.com && git config user.name A')
   assert(init.exitCode === 0, `git init: ${init.stderr}`)
@@ -176,6 +176,11 @@ await check('files at any path: git in /tmp through commands and files, /etc rea
   assert(Buffer.from(bytes).equals(Buffer.from([0, 255, 10, 13])), `bytes ${Buffer.from(bytes).toString('hex')}`)
   // The sandbox's own passwd, where the home's user is.
   assert(/^user:x:1000:/m.test(await sbx.files.read('/etc/passwd')), 'the sandbox passwd')
+  // The root is the sandbox's own, writable where its user owns it; the host's /usr is not.
+  await sbx.files.write('/opt/app/settings.json', '{"a": 1}')
+  const opt = await sbx.commands.run('cat /opt/app/settings.json && mkdir -p /data && echo d > /data/f && cat /data/f')
+  assert(opt.stdout === '{"a": 1}d\n', `/opt and /data: ${opt.stdout} ${opt.stderr}`)
+  assert((await sbx.files.read('/data/f')) === 'd\n', 'read what a command wrote in /data')
   await throws(() => sbx.files.write('/usr/evil', 'x'), /read-only|permission/i, 'writing the read-only system')
   await throws(() => sbx.files.read('/tmp/nope'), /not found|no such/i, 'a missing file outside the home')
   await throws(() => sbx.files.read('/tmp'), /directory/i, 'a directory outside the home')

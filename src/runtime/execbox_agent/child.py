@@ -92,7 +92,7 @@ class ChildServer:
     """A forked child's loop: one request and exit, or (a session) one request after another
     with the user's globals kept."""
 
-    def __init__(self, channel_fd, session):
+    def __init__(self, channel_fd, session, layer=-1):
         _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # as python3 does
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # while idle: a late Ctrl-C is for no one
         channel_fd = _fd_above_stdio(channel_fd)  # fds 0-2 are replaced per execution
@@ -106,6 +106,10 @@ class ChildServer:
         self.channel = Channel(channel_fd)
         self.session = session
         self.work_dir = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        # A session's root is its own (an overlay): its upper layer, read-only, goes into its
+        # snapshots, and a restore writes that part through the root.
+        self.layer = layer if session and layer >= 0 else None
+        self.root = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if self.layer is not None else None
         self.reporter = Reporter(None, DEFAULTS["max_stream_event_bytes"])
         os.register_at_fork(after_in_child=self.reporter.after_fork_in_child)
         self.executions = 0
@@ -287,12 +291,12 @@ class ChildServer:
                 if self.main is not None:  # the last execution may have been another context's
                     sys.modules["__main__"] = self.main
                 self.snapshot_made = True
-                summary = take_snapshot(self.main, self.work_dir, self.sources)
+                summary = take_snapshot(self.main, self.work_dir, self.sources, layer=self.layer)
             else:
                 if self.main is None:
                     self.main = new_main_module("<cell>")
                 sys.modules["__main__"] = self.main
-                summary = restore_snapshot(self.work_dir, self.main)
+                summary = restore_snapshot(self.work_dir, self.main, root=self.root)
                 for name, source in summary.pop("sources").items():
                     if name not in self.sources:
                         self.sources[name] = source

@@ -8,7 +8,13 @@
 # cannot be serialized (an open file, a socket, a generator, a thread, a C handle) is left out
 # and listed by name with its type and the reason; so is a work-dir entry that is not a file,
 # a directory or a link. The source of every earlier cell goes along, so that a traceback
-# through a restored function still shows its lines.
+# through a restored function still shows its lines. A session's root is an overlay whose upper
+# layer holds what the code changed outside the home (jail/session_root.h: /opt, /etc, a new
+# /data): that layer goes along too, read through a read-only descriptor of it, after the work
+# dir's files in the same tar (the manifest's "root_from" is the index of its first member; a
+# deleted file of the system is a character device 0/0 there, an overlay's whiteout, and a
+# directory that hides the system's is marked opaque), and is put back through the new
+# session's own root.
 #
 # The snapshot file, written in the work dir under SNAPSHOT_NAME (the host reads it there; it is
 # deleted when the next request arrives), and read back from RESTORE_NAME (deleted at once):
@@ -29,6 +35,7 @@ import io
 import json
 import os
 import pickle
+import shutil
 import stat
 import struct
 import sys
@@ -43,6 +50,7 @@ _MAIN_GLOBALS = "execbox:__main__"
 _COPY_CHUNK = 1 << 20
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # the work dir's size (EFBIG: its RLIMIT_FSIZE)
 _MEMO_RESET = 0  # a record that is an int: never memoized, so it reads the same either side
+_OPAQUE = "EXECBOX.opaque"  # a pax header: the directory hides the system's one of that name
 
 
 class SnapshotError(Exception):
@@ -121,13 +129,28 @@ class _Exactly(io.RawIOBase):
         return len(data)
 
 
-def _add_files(tar, work_dir, skipped):
-    """The work dir into `tar`, following no link; returns how many files went in."""
+def _is_opaque(name, dirfd):
+    """Whether an overlay marked this directory of its upper layer opaque (it hides the lower
+    one's entries): user.overlay.* in a user namespace, trusted.overlay.* outside one."""
+    path = "/proc/self/fd/%d/%s" % (dirfd, name)
+    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
+        try:
+            if os.getxattr(path, attr, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _add_files(tar, work_dir, skipped, layer=False):
+    """The work dir (or with `layer` a root's upper layer) into `tar`, following no link;
+    returns how many files went in."""
     count = 0
+    shown = "/%s" if layer else "%s"
     for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=work_dir, follow_symlinks=False):
         for name in sorted(dirnames + filenames):
             rel = os.path.normpath(os.path.join(dirpath, name))
-            if rel in (SNAPSHOT_NAME, RESTORE_NAME, PREWARM_NAME):
+            if not layer and rel in (SNAPSHOT_NAME, RESTORE_NAME, PREWARM_NAME):
                 continue
             try:
                 st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
@@ -135,6 +158,11 @@ def _add_files(tar, work_dir, skipped):
                 info.mode, info.mtime = stat.S_IMODE(st.st_mode), int(st.st_mtime)
                 if stat.S_ISDIR(st.st_mode):
                     info.type = tarfile.DIRTYPE
+                    if layer and _is_opaque(name, dirfd):
+                        info.pax_headers = {_OPAQUE: "y"}
+                    tar.addfile(info)
+                elif layer and stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                    info.type = tarfile.CHRTYPE  # a whiteout: the system's file was removed
                     tar.addfile(info)
                 elif stat.S_ISLNK(st.st_mode):
                     info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dirfd)
@@ -148,18 +176,19 @@ def _add_files(tar, work_dir, skipped):
                         os.close(fd)
                     count += 1
                 else:
-                    skipped.append({"name": rel, "type": "special file",
+                    skipped.append({"name": shown % rel, "type": "special file",
                                     "reason": "not a file, directory or link"})
             except OSError as exc:
                 if exc.errno in _FULL:  # the snapshot itself filled the work dir
                     raise
-                skipped.append({"name": rel, "type": "file", "reason": _reason(exc)})
+                skipped.append({"name": shown % rel, "type": "file", "reason": _reason(exc)})
     return count
 
 
-def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True):
-    """Writes the snapshot file (`name`; with the work dir's files unless `files` is false);
-    returns its summary (names kept, not_copied, files, bytes)."""
+def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True, layer=None):
+    """Writes the snapshot file (`name`; with the work dir's files unless `files` is false, and
+    then the root's upper layer `layer`, a descriptor, when there is one); returns its summary
+    (names kept, not_copied, files, bytes)."""
     discard(work_dir, name)
     namespace = main.__dict__ if main is not None else {}
     kept, not_copied, skipped_files = [], [], []
@@ -187,11 +216,18 @@ def take(main, work_dir, sources, name=SNAPSHOT_NAME, files=True):
             pickler.dump(None)
             del pickler
             tar_at = f.tell()
+            root_from = None
             with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
-                files = _add_files(tar, work_dir, skipped_files) if files else 0
+                count = _add_files(tar, work_dir, skipped_files) if files else 0
+                if files and layer is not None:
+                    root_from = len(tar.members)
+                    count += _add_files(tar, layer, skipped_files, layer=True)
+                files = count
             manifest_at = f.tell()
             manifest = {"version": 1, "python": "%d.%d" % sys.version_info[:2], "names": kept,
                         "not_copied": not_copied + skipped_files, "sources": sources}
+            if root_from is not None:
+                manifest["root_from"] = root_from
             f.write(json.dumps(manifest, ensure_ascii=False).encode("utf-8", "surrogatepass"))
             f.write(_TRAILER.pack(tar_at, manifest_at, MAGIC))
             size = f.tell()
@@ -226,40 +262,75 @@ def _read_manifest(f):
     return tar_at, manifest
 
 
-def _open_beneath(work_dir, parts):
-    """The directory parts[:-1] beneath work_dir (made as needed, no link followed)."""
-    directory = work_dir
+def _open_beneath(top, parts):
+    """The directory parts[:-1] beneath `top` (made as needed, no link followed)."""
+    directory = top
     for part in parts[:-1]:
         try:
             os.mkdir(part, 0o755, dir_fd=directory)
         except FileExistsError:
             pass
         child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-        if directory != work_dir:
+        if directory != top:
             os.close(directory)
         directory = child
     return directory
 
 
-def _extract(f, work_dir, not_restored):
-    """The tar's files into the work dir: nothing absolute, no '..', no link followed."""
+def _remove(directory, leaf):
+    """Whatever is at `leaf` in `directory` (a file, a link, a whole directory); nothing there
+    is not an error."""
+    try:
+        os.unlink(leaf, dir_fd=directory)
+    except FileNotFoundError:
+        pass
+    except (IsADirectoryError, PermissionError):
+        shutil.rmtree(leaf, dir_fd=directory)
+
+
+def _empty(directory, leaf):
+    """The entries of the directory `leaf`, removed (an opaque directory of the layer)."""
+    fd = os.open(leaf, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+    try:
+        for entry in os.listdir(fd):
+            _remove(fd, entry)
+    finally:
+        os.close(fd)
+
+
+def _extract(f, work_dir, not_restored, root=None, root_from=None):
+    """The tar's files into the work dir, and from member `root_from` on into the root `root`
+    (replacing what the system has there): nothing absolute, no '..', no link followed."""
     count = 0
     with tarfile.open(fileobj=f, mode="r:") as tar:
-        for member in tar:
+        for index, member in enumerate(tar):
+            in_root = root_from is not None and index >= root_from
+            shown = "/" + member.name if in_root else member.name
             parts = [p for p in member.name.split("/") if p not in ("", ".")]
             if not parts or member.name.startswith("/") or ".." in parts or any("\0" in p for p in parts):
-                not_restored.append({"name": member.name, "type": "file",
+                not_restored.append({"name": shown, "type": "file",
                                      "reason": "not a path beneath the work dir"})
                 continue
-            directory = work_dir
+            if in_root and root is None:
+                not_restored.append({"name": shown, "type": "file",
+                                     "reason": "this session's root is not writable"})
+                continue
+            top = root if in_root else work_dir
+            directory = top
             try:
-                directory = _open_beneath(work_dir, parts)
+                directory = _open_beneath(top, parts)
                 leaf = parts[-1]
+                if in_root and member.ischr():
+                    _remove(directory, leaf)  # removed from the system
+                    continue
+                if in_root and not member.isdir():
+                    _remove(directory, leaf)
                 if member.isdir():
                     try:
                         os.mkdir(leaf, member.mode & 0o777 or 0o755, dir_fd=directory)
                     except FileExistsError:
-                        pass
+                        if in_root and member.pax_headers.get(_OPAQUE) == "y":
+                            _empty(directory, leaf)
                 elif member.issym():
                     os.symlink(member.linkname, leaf, dir_fd=directory)
                 elif member.isreg():
@@ -279,22 +350,23 @@ def _extract(f, work_dir, not_restored):
                         os.close(fd)
                     count += 1
                 else:
-                    not_restored.append({"name": member.name, "type": "special file",
+                    not_restored.append({"name": shown, "type": "special file",
                                          "reason": "not restored"})
             except OSError as exc:
                 if exc.errno in _FULL:
                     raise SnapshotError("the snapshot's files do not fit in this session's work dir "
-                                        "(its disk_mb limit)") from None
-                not_restored.append({"name": member.name, "type": "file", "reason": _reason(exc)})
+                                        "or root (its disk_mb limit)") from None
+                not_restored.append({"name": shown, "type": "file", "reason": _reason(exc)})
             finally:
-                if directory != work_dir:
+                if directory != top:
                     os.close(directory)
     return count
 
 
-def restore(work_dir, main, name=RESTORE_NAME):
-    """Reads the snapshot file `name` (deleted at once) into the work dir and main's globals;
-    returns the summary (names restored, not_restored, files, sources)."""
+def restore(work_dir, main, name=RESTORE_NAME, root=None):
+    """Reads the snapshot file `name` (deleted at once) into the work dir (and its root layer's
+    part into the root `root`, a descriptor, when there is one) and main's globals; returns the
+    summary (names restored, not_restored, files, sources)."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=work_dir)
     except OSError as exc:
@@ -304,7 +376,9 @@ def restore(work_dir, main, name=RESTORE_NAME):
     with os.fdopen(fd, "rb") as f:
         tar_at, manifest = _read_manifest(f)
         f.seek(tar_at)
-        files = _extract(f, work_dir, not_restored)
+        root_from = manifest.get("root_from")
+        root_from = root_from if isinstance(root_from, int) and not isinstance(root_from, bool) else None
+        files = _extract(f, work_dir, not_restored, root, root_from)
         f.seek(len(MAGIC))
         unpickler = _Unpickler(f, main.__dict__)
         names = [n for n in manifest.get("names", []) if isinstance(n, str)]

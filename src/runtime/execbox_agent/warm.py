@@ -104,11 +104,13 @@ def _thread_count():
         return threading.active_count() if threading is not None else 1
 
 
-def serve(channel_fd, session):
+def serve(channel_fd, session, layer=-1):
     """Runs requests received on channel_fd (see the header) in this forked, locked-down
-    child: one, or with session true one after another with the globals kept. Never returns."""
+    child: one, or with session true one after another with the globals kept. `layer`: a
+    session's root's upper layer, a read-only descriptor its snapshots copy (else -1). Never
+    returns."""
     try:
-        ChildServer(channel_fd, bool(session)).loop()
+        ChildServer(channel_fd, bool(session), layer).loop()
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed
         try:
             os.write(2, ("execbox agent: serve failed: %s\n" % describe(exc)).encode("utf-8", "replace"))
