@@ -275,6 +275,13 @@ await check('gzip: uploads and downloads compressed, in the home and outside it'
   r = await upload('junk.txt', Buffer.from('not gzip'))
   assert(r.status === 400 && /gzip/.test(await r.text()), `not gzip: ${r.status}`)
   assert(!(await sbx.files.exists('bomb.txt')) && !(await sbx.files.exists('junk.txt')), 'nothing written')
+  // A NUL or a control character in a path is the client's mistake, in the home and out of it.
+  for (const path of ['/tmp/a%00b', 'a%00b', '/tmp/a%0Ab']) {
+    const res = await fetch(`${base}/files?path=${path}`, { headers })
+    assert(res.status === 400 && /control character/.test(await res.text()), `read ${path}: ${res.status}`)
+    r = await upload(path, gzipSync('x'))
+    assert(r.status === 400, `write ${path}: ${r.status}`)
+  }
 })
 
 await check('the home is /home/user, owned by user, and /work and ~ name it', async () => {

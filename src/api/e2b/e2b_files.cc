@@ -38,6 +38,10 @@ struct FilePath {
   std::optional<std::string> in_home;
 };
 std::expected<FilePath, std::string> Locate(std::string_view sent) {
+  // Outside the home a command of the sandbox's gets the path: no name of a file holds these.
+  for (char c : sent) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return std::unexpected("file name has a NUL or control character");
+  }
   FilePath p{.absolute = AbsoluteInSandbox(sent), .in_home = std::nullopt};
   const std::string home = std::string(kHome) + "/";
   if (p.absolute == kHome || p.absolute == "/")
