@@ -40,8 +40,10 @@ class DurableSessionsTest(ApiTestCase):
     def test_sigterm_keeps_each_sessions_state_and_owner(self):
         self.start("durable-term-1")
         sid = self.create()
-        self.run_in(sid, "import numpy as np\na = np.arange(5)\ndef total(): return int(a.sum())\n"
-                         "open('kept.txt', 'w').write('kept')\ng = (i for i in [1])")
+        # The session's root is its own (docs/sessions.md): what it wrote there is kept too.
+        self.run_in(sid, "import numpy as np, os\na = np.arange(5)\ndef total(): return int(a.sum())\n"
+                         "open('kept.txt', 'w').write('kept')\ng = (i for i in [1])\n"
+                         "os.makedirs('/opt/app', exist_ok=True)\nopen('/opt/app/conf', 'w').write('root')")
         theirs = self.create(token=KEY_B)
         self.run_in(theirs, "secret = 'bravo'", token=KEY_B)
         mode = os.stat(self.state).st_mode
@@ -54,8 +56,8 @@ class DurableSessionsTest(ApiTestCase):
         self.start("durable-term-2")
         listing = self.server.request("GET", "/v1/sessions", token=KEY_A).json()
         self.assertEqual([s["id"] for s in listing["sessions"]], [sid])
-        r = self.run_in(sid, "total(), open('kept.txt').read()")
-        self.assertEqual(r["result"]["data"]["text/plain"], "(10, 'kept')")
+        r = self.run_in(sid, "total(), open('kept.txt').read(), open('/opt/app/conf').read()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "(10, 'kept', 'root')")
         self.assertEqual(r["session"]["state"], "restored", r["session"])
         self.assertIn("restarted", r["session"]["reason"])
         self.assertEqual([e["name"] for e in r["session"]["not_restored"]], ["g"])
@@ -123,7 +125,7 @@ class DurableSessionsTest(ApiTestCase):
     def test_export_and_import_are_the_owners_only(self):
         self.start("durable-export")
         sid = self.create()
-        self.run_in(sid, "rows = [1, 2]\nfh = open('f.txt', 'w')")
+        self.run_in(sid, "rows = [1, 2]\nfh = open('f.txt', 'w')\nopen('/etc/exported.conf', 'w').write('e')")
         r = self.server.request("GET", f"/v1/sessions/{sid}/snapshot")
         self.assertEqual(r.status, 200, repr(r))
         self.assertEqual(r.header("content-type"), "application/octet-stream")
@@ -139,6 +141,7 @@ class DurableSessionsTest(ApiTestCase):
         self.assertNotEqual(new, sid)
         self.assertEqual([e["name"] for e in body["not_restored"]], ["fh"])
         self.assertEqual(self.value(new, "rows.append(3)\nrows"), "[1, 2, 3]")
+        self.assertEqual(self.value(new, "open('/etc/exported.conf').read()"), "'e'")
         self.assertEqual(self.value(sid, "rows"), "[1, 2]")
         # Another key's export, a changed byte, and junk are refused; nothing is made of them.
         self.assertProblem(self.server.request("POST", "/v1/sessions/import", sealed, headers=headers, token=KEY_B),
