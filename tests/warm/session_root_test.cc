@@ -117,6 +117,30 @@ except OSError as e:
   EXPECT_TRUE(S().Delete(a).has_value());
 }
 
+// The layer's descriptor (the kernel's fd 5, for snapshots) reads the session's own changes
+// and nothing more: it writes nothing, leads nowhere above the layer, and no command holds it.
+TEST_F(SessionRoot, TheLayersDescriptorIsReadOnlyLeadsNowhereElseAndStaysWithTheKernel) {
+  std::string a = Open();
+  ASSERT_FALSE(a.empty());
+  Result r = Do(a, Mode::kRun, R"py(
+import errno, os, stat, subprocess
+open('/etc/changed.conf', 'w').write('x')
+print(sorted(os.listdir(5)), sorted(os.listdir('/proc/self/fd/5/..')) == sorted(os.listdir(5)))
+for attempt in [lambda: os.open('etc/new', os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=5),
+                lambda: os.open('etc/changed.conf', os.O_WRONLY, dir_fd=5),
+                lambda: os.mkdir('made', dir_fd=5)]:
+    try:
+        attempt()
+        print('written')
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+print(subprocess.run(['/bin/sh', '-c', 'test -e /proc/self/fd/5 && echo held || echo not held'],
+                     capture_output=True, text=True, close_fds=False).stdout, end='')
+)py");
+  EXPECT_EQ(Out(r), "['etc'] True\nEROFS\nEROFS\nEROFS\nnot held\n") << Describe(r);
+  EXPECT_TRUE(S().Delete(a).has_value());
+}
+
 // A fork, an undo (and so a durable session's restore and an import, the same snapshot) carry
 // the root's changes with the home's: new files, a removed file of the system.
 TEST_F(SessionRoot, AForkAndAnUndoCarryTheRootsChanges) {
