@@ -284,6 +284,17 @@ await check('gzip: uploads and downloads compressed, in the home and outside it'
   }
 })
 
+await check("E2B's user: 'user' is the sandbox's user; 'root' is refused, saying why", async () => {
+  const asUser = await sbx.commands.run('id -un', { user: 'user' })
+  assert(asUser.stdout === 'user\n', `as user: ${asUser.stdout}`)
+  await sbx.files.write('/home/user/by-user.txt', 'u', { user: 'user' })
+  assert((await sbx.files.read('by-user.txt', { user: 'user' })) === 'u', 'files as user')
+  await throws(() => sbx.commands.run('id -un', { user: 'root' }), /root/, 'a command as root')
+  await throws(() => sbx.files.write('/opt/as-root.txt', 'r', { user: 'root' }), /root/, 'a write as root')
+  await throws(() => sbx.files.read('by-user.txt', { user: 'root' }), /root/, 'a read as root')
+  assert(!(await sbx.files.exists('/opt/as-root.txt')), 'nothing written as root')
+})
+
 await check('the home is /home/user, owned by user, and /work and ~ name it', async () => {
   const written = await sbx.files.write('/home/user/a.txt', 'home')
   assert(written.path === '/home/user/a.txt', `write answered ${JSON.stringify(written)}`)

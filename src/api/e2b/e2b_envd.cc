@@ -9,12 +9,29 @@
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_wire.h"
+#include "base/base64.h"
 
 namespace execbox::api::e2b {
 namespace {
 
 constexpr std::string_view kProcessService = "/process.Process/";
 constexpr std::string_view kFilesystemService = "/filesystem.Filesystem/";
+
+// E2B's `user`: envd runs a call as the user it names (HTTP Basic on its RPCs, `username` on
+// /files; none named: the default). Every process and file of an execbox sandbox is its
+// user's, `user`; a call that names another is refused rather than run as someone else.
+std::optional<std::string> UserNamed(const HttpRequest& request) {
+  if (request.path == "/files") {
+    if (auto user = QueryParam(request.query, "username"); user && !user->empty()) return user;
+  }
+  std::string_view authorization = request.Header("authorization");
+  if (authorization.size() <= 6 || authorization.substr(0, 6) != "Basic ") return std::nullopt;
+  auto decoded = Base64Decode(authorization.substr(6));
+  if (!decoded) return std::string("(not base64)");
+  std::string user = decoded->substr(0, decoded->find(':'));
+  if (user.empty()) return std::nullopt;
+  return user;
+}
 
 // The agent's listdir entry as envd's EntryInfo (JSON mapping of the protobuf message).
 nlohmann::json EntryInfo(const nlohmann::json& e) {
@@ -89,6 +106,20 @@ void E2bApi::Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std
   const std::string& path = request.path;
   if (path == "/health")
     return exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+  if (auto user = UserNamed(request); user && *user != "user") {
+    const std::string why = "E2B's user '" + user->substr(0, 32) +
+                            "' is not offered by execbox: every process and file of a sandbox is its "
+                            "user's, 'user' (uid 1000 inside, unprivileged); there is no root inside";
+    if (path == "/files") return SendError(*exchange, 403, why);
+    // A streaming call (Start, Connect, WatchDir, StreamInput) hears its error at the stream's end.
+    if (request.Header("content-type").starts_with("application/connect+")) {
+      return exchange->Respond(
+          HttpResponse{.status = 200,
+                       .content_type = "application/connect+json",
+                       .body = Envelope(kEndStream, Serialize({{"error", RpcErrorJson({"permission_denied", why})}}))});
+    }
+    return SendRpcError(*exchange, {"permission_denied", why});
+  }
   if (path == "/files") return Files(request, exchange, std::move(sandbox), key);
   if (path.starts_with(kProcessService)) {
     if (request.method != "POST") return SendRpcError(*exchange, {"unimplemented", "Connect-RPC takes POST"});

@@ -97,7 +97,7 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                    std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
   const engine::Caller caller = CallerOf(key);
   const std::string sent = QueryParam(request.query, "path").value_or("");
-  // `username` (E2B's user) is not read: every file of the sandbox's is its user's.
+  // `username` (E2B's user) was checked by Envd: every file of the sandbox's is its user's.
   if (request.method == "GET") {
     auto path = Locate(sent);
     if (!path) return SendError(*exchange, 400, path.error());
