@@ -30,6 +30,12 @@ std::optional<std::string> ExecuteBody(const engine::ExecutionRequest& request) 
   for (const auto& f : p.inputs)
     files.push_back({{"name", f.name}, {"content_base64", Base64Encode(f.content)}});
   body["files"] = files;
+  if (request.network) {
+    json network = {{"allow", json::array()}, {"deny", json::array()}};
+    for (const auto& r : request.network->allow) network["allow"].push_back(r.text);
+    for (const auto& r : request.network->deny) network["deny"].push_back(r.text);
+    body["network"] = std::move(network);
+  }
   try {
     return body.dump();  // strict: invalid UTF-8 throws rather than being replaced
   } catch (const json::exception&) {

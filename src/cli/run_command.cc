@@ -26,6 +26,8 @@ struct RunArgs {
   std::string keep_files;
   std::string lint_profile = "permissive";  // --policy
   std::string server = "auto";              // auto, always, never
+  std::vector<std::string> allow_net;       // --allow-net
+  std::vector<std::string> deny_net;        // --deny-net
 };
 
 const char* const kExitCodes =
@@ -72,6 +74,11 @@ Expected<engine::ExecutionRequest> MakeRequest(const RunArgs& a) {
     p.inputs.push_back({spec.substr(0, eq), std::move(*content)});
   }
   p.collect_files = !a.keep_files.empty() || a.json;
+  if (!a.allow_net.empty() || !a.deny_net.empty()) {
+    auto network = engine::ParseNetPolicy(a.allow_net, a.deny_net);
+    if (!network) return Fail("--allow-net/--deny-net: " + network.error().message);
+    request.network = std::move(*network);
+  }
   return request;
 }
 
@@ -120,7 +127,10 @@ int Run(const RunArgs& a) {
     std::cerr << "execbox run: " << engine.error().message << "\n";
     return 70;
   }
-  engine::Gate gate(**engine, {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0});
+  // The command line's own policy is its bound: whoever runs `execbox run` is the host's user.
+  engine::NetPolicy bound = request->network.value_or(engine::NetPolicy{});
+  engine::Gate gate(**engine,
+                    {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0, .network = std::move(bound)});
   engine::ExecuteOptions options;
   if (!a.json) {
     options.on_output = [](jail::Stream s, std::string_view data) {
@@ -147,6 +157,12 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
   run->add_option("--file", args->files, "NAME=PATH: copy PATH into the work dir as NAME (repeatable)");
   run->add_option("--keep-files", args->keep_files, "Copy the files the code wrote into this directory");
   AddLintProfileOption(*run, args->lint_profile);
+  run->add_option("--allow-net", args->allow_net,
+                  "HOST: let the code reach HOST through the host's proxy (repeatable): a name, *.suffix,\n"
+                  "an IP or CIDR, each optionally :PORT. The code sees HTTP_PROXY/HTTPS_PROXY/ALL_PROXY;\n"
+                  "loopback and private addresses only by an IP/CIDR entry; every attempt is listed.\n"
+                  "Default: no network at all (docs/security.md, \"Network\")");
+  run->add_option("--deny-net", args->deny_net, "HOST: refuse HOST even where --allow-net matches (repeatable)");
   run->add_option("--server", args->server,
                   "auto: run on a local `execbox serve --unix` when one answers (EXECBOX_SOCKET, else\n"
                   "$XDG_RUNTIME_DIR/execbox/execbox.sock, then /run/execbox/execbox.sock) and takes the\n"

@@ -231,6 +231,7 @@ int RunServe(const ServeArgs& args) {
   auto gate = std::make_unique<engine::Gate>(**engine, engine::GateOptions{.limits = config.limits,
                                                                            .max_running = config.max_running,
                                                                            .max_queue = config.max_queue,
+                                                                           .network = config.network,
                                                                            .audit = audit.get(),
                                                                            .observer = &metrics});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's

@@ -450,6 +450,27 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                                 }},
                            });
            })},
+          // [network] allow/deny: the widest policy a request may ask for (engine/net_policy.h).
+          {"network", section([&](const toml::table& t, const std::string& prefix) -> Status {
+             std::vector<std::string> lists[2];
+             auto list = [this](std::vector<std::string>* out) -> Handler {
+               return [this, out](const toml::node& node, const std::string& key) -> Status {
+                 const auto* array = node.as_array();
+                 if (array == nullptr) return Err(node, key, "expected an array of strings, got " + TypeName(node));
+                 for (size_t i = 0; i < array->size(); ++i) {
+                   auto v = String(*array->get(i), key + "[" + std::to_string(i) + "]");
+                   if (!v) return std::unexpected(v.error());
+                   out->push_back(*v);
+                 }
+                 return {};
+               };
+             };
+             if (auto s = Fields(t, prefix, {{"allow", list(&lists[0])}, {"deny", list(&lists[1])}}); !s) return s;
+             auto policy = engine::ParseNetPolicy(lists[0], lists[1]);
+             if (!policy) return Err(t, prefix, policy.error().message);
+             c.network = std::move(*policy);
+             return {};
+           })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,
                            {

@@ -11,6 +11,7 @@
 #include "api/http/auth.h"
 #include "base/error.h"
 #include "engine/limit_schema.h"
+#include "engine/net_policy.h"
 
 namespace execbox::cli {
 
@@ -57,6 +58,8 @@ struct ServerConfig {
   // [packages] wheelhouse: a directory of wheels the sandbox may install from (read-only,
   // never the network; docs/packages.md "Packages"); "" for none.
   std::string wheelhouse;
+  // [network] allow, deny: the widest network policy a request may ask for; empty: none.
+  engine::NetPolicy network;
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
 

@@ -48,7 +48,8 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const Exec
     cold_program.wheelhouse = wheelhouse_;
     return ExecuteCold(cold_program, options);
   };
-  if (!pool_) return cold();
+  // Network goes through a proxy handed to a cold jail only (warm children have no egress yet).
+  if (!pool_ || options.network != nullptr) return cold();
   // Packages come from a package set built once (or the execution installs them itself).
   runtime::PythonProgram with_set;
   std::optional<PackageSets::Lease> lease = package_sets_ != nullptr && !given.packages.empty()

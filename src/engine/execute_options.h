@@ -5,6 +5,7 @@
 #include <functional>
 #include <string_view>
 
+#include "engine/net_policy.h"
 #include "jail/sandbox.h"
 
 namespace execbox::engine {
@@ -16,6 +17,9 @@ struct ExecuteOptions {
   const std::atomic<bool>* cancel = nullptr;
   // Called once the gate has given the execution its running slot, before it starts; may be empty.
   std::function<void()> on_started;
+  // The execution's network policy (within the server's: the gate checks), or null for no
+  // network at all. Runs in a cold jail (warm children and sessions have no egress yet).
+  const NetPolicy* network = nullptr;
 };
 
 }  // namespace execbox::engine

@@ -173,6 +173,25 @@ Refused<void> Gate::CheckMode(const ExecutionRequest& request) const {
   return {};
 }
 
+Refused<void> Gate::CheckNetwork(ExecutionRequest& request) const {
+  if (!request.network) return {};
+  auto refuse = [](std::string detail, nlohmann::json extra = nlohmann::json::object()) {
+    extra["field"] = "network";
+    return Refuse(RefusalReason::kNetworkNotAllowed, std::move(detail), std::move(extra));
+  };
+  if (options_.network.allow.empty())
+    return refuse("this server allows no network (its configuration's [network] allow is empty)");
+  if (request.session_id)
+    return refuse("a network policy applies to one-shot executions only; sessions have no network yet");
+  if (request.program.mode != runtime::Mode::kRun) return refuse("a network policy is for code that runs");
+  if (auto beyond = FirstEntryBeyond(*request.network, options_.network)) {
+    return refuse("network.allow entry '" + *beyond + "' is beyond what this server allows",
+                  {{"entry", *beyond}});
+  }
+  request.network = Within(std::move(*request.network), options_.network);
+  return {};
+}
+
 Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, const Origin& origin) {
   const bool check = request.program.mode == runtime::Mode::kCheck;
   const char* route = check ? "check" : request.session_id ? "session" : "execute";
@@ -194,6 +213,7 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   if (check) request.program.limits.wall_time = std::min(limits->wall_time, kCheckWallTime);
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
   if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
+  if (auto net = CheckNetwork(request); !net) return refuse(std::move(net.error()));
   auto ticket = admission_.Reserve(caller);
   if (!ticket) return refuse(std::move(ticket.error()));
   Admitted admitted;
@@ -229,7 +249,9 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
     else
       outcome = std::unexpected(FromSession(r.error(), session_id));
   } else {
-    auto r = engine_.Execute(program, options);
+    ExecuteOptions with_network = options;
+    if (a.request.network) with_network.network = &*a.request.network;
+    auto r = engine_.Execute(program, with_network);
     if (r)
       outcome = std::move(*r);
     else

@@ -42,6 +42,8 @@ struct ExecutionRequest {
   runtime::PythonProgram program;  // its limits are ignored: the gate resolves them
   LimitOverrides limits;
   std::optional<std::string> session_id;
+  // The network the code may reach through the host's proxy (net_policy.h); none when unset.
+  std::optional<NetPolicy> network;
 };
 
 // Metrics: told of every execution that ends and every refusal.
@@ -59,6 +61,10 @@ struct GateOptions {
   LimitsConfig limits;
   size_t max_running = 0;  // executions running at once; 0: two per warm worker, at least 2
   size_t max_queue = 64;   // waiting beyond those; past it, a refusal
+  // The widest network policy a request may ask for ([network] in the server's configuration):
+  // a request's allow entries must each be covered by one of these, and these deny entries
+  // are added to every request's. No allow entries: no request may have network.
+  NetPolicy network;
   AuditLog* audit = nullptr;
   GateObserver* observer = nullptr;
 };
@@ -220,6 +226,8 @@ class Gate {
   Refused<void> CheckInputs(const runtime::PythonProgram& program) const;
   Refused<PackageCatalog> ListPackagesOnce();
   Refused<void> CheckMode(const ExecutionRequest& request) const;
+  // A request's network policy within the server's, its deny entries added; refused otherwise.
+  Refused<void> CheckNetwork(ExecutionRequest& request) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
   // A failure of the sandbox, logged with an incident id; the refusal says only that.
   Refusal Internal(const std::string& what, const std::string& detail) const;

@@ -62,6 +62,8 @@ RefusalSpec RefusalSpecOf(RefusalReason reason) {
       return {K::kConflict, "no-wheelhouse", "No wheelhouse"};
     case R::kPackageInstallFailed:
       return {K::kUnprocessable, "package-install-failed", "Package install failed"};
+    case R::kNetworkNotAllowed:
+      return {K::kUnprocessable, "network-not-allowed", "Network not allowed"};
     case R::kProcessNotFound:
       return {K::kNotFound, "process-not-found", "Process not found"};
     case R::kProcessesFull:

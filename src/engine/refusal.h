@@ -56,6 +56,8 @@ enum class RefusalReason {
   kInvalidPackages,
   kNoWheelhouse,
   kPackageInstallFailed,
+  // network
+  kNetworkNotAllowed,
   // a session's processes
   kProcessNotFound,
   kProcessesFull,

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/net_policy.h"
 #include "jail/sandbox.h"
 
 namespace execbox::engine {
@@ -117,6 +118,9 @@ struct Result {
   // "cold" (a fresh jail), "warm" (a pre-forked child of a zygote) or "session".
   std::string engine = "cold";
   std::optional<SessionState> session;
+  // Every connection the code tried through the host's proxy; set only when the execution had
+  // a network policy (without one there is no network and nothing to list).
+  std::optional<NetRecord> network;
 };
 
 // "SIGKILL" for 9; "signal N" where the C library has no name.

@@ -70,6 +70,7 @@ json ToJson(const Result& r) {
   }
   j["findings"] = findings;
   if (!r.installed.empty()) j["installed"] = InstalledJson(r.installed);
+  if (r.network) j["network"] = NetworkJson(*r.network);
   if (r.session) {
     const SessionState& s = *r.session;
     j["session"] = {{"id", s.id},
@@ -106,6 +107,24 @@ json InstalledJson(const std::vector<InstalledPackage>& installed) {
   for (const auto& p : installed)
     list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
   return list;
+}
+
+json NetworkJson(const NetRecord& record) {
+  json list = json::array();
+  for (const NetConnection& c : record.connections) {
+    json one = {{"protocol", c.protocol},
+                {"host", c.host},
+                {"port", c.port},
+                {"address", c.address.empty() ? json(nullptr) : json(c.address)},
+                {"allowed", c.allowed},
+                {"bytes_sent", c.bytes_sent},
+                {"bytes_received", c.bytes_received},
+                {"duration_ms", c.duration_ms}};
+    if (!c.reason.empty()) one["reason"] = c.reason;
+    if (!c.rule.empty()) one["rule"] = c.rule;
+    list.push_back(std::move(one));
+  }
+  return {{"connections", std::move(list)}, {"omitted", record.omitted}};
 }
 
 json UsageJson(const Result& r) {
@@ -202,6 +221,24 @@ Expected<Result> ResultFromJson(const json& j) {
                          .content = std::move(*content)});
     }
     r.skipped_files = j.at("skipped_files").get<std::vector<std::string>>();
+    if (auto it = j.find("network"); it != j.end()) {
+      NetRecord record;
+      for (const auto& c : it->at("connections")) {
+        const json& address = c.at("address");
+        record.connections.push_back({.protocol = c.at("protocol").get<std::string>(),
+                                      .host = c.at("host").get<std::string>(),
+                                      .port = c.at("port").get<uint16_t>(),
+                                      .address = address.is_null() ? "" : address.get<std::string>(),
+                                      .allowed = c.at("allowed").get<bool>(),
+                                      .reason = c.value("reason", ""),
+                                      .rule = c.value("rule", ""),
+                                      .bytes_sent = c.at("bytes_sent").get<uint64_t>(),
+                                      .bytes_received = c.at("bytes_received").get<uint64_t>(),
+                                      .duration_ms = c.at("duration_ms").get<uint64_t>()});
+      }
+      record.omitted = it->at("omitted").get<uint64_t>();
+      r.network = std::move(record);
+    }
   } catch (const json::exception& e) {
     // at() names the key it missed; get() the type it wanted.
     return Fail(std::string("the result does not have the documented shape: ") + e.what());

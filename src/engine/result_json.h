@@ -13,6 +13,9 @@ nlohmann::json ToJson(const Result& r);
 // Its "usage" object alone (for the audit log).
 nlohmann::json UsageJson(const Result& r);
 // Its "installed" array alone ([{name, version, modules}]; also a session's creation's answer).
+// {connections: [{protocol, host, port, address, allowed, reason?, rule?, bytes_sent,
+// bytes_received, duration_ms}], omitted}: the Result's `network`.
+nlohmann::json NetworkJson(const NetRecord& record);
 nlohmann::json InstalledJson(const std::vector<InstalledPackage>& installed);
 
 // A Result read back from ToJson's form, as a client of the API renders it (`execbox run`

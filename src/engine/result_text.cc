@@ -114,6 +114,21 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     out("[file " + f.name + ", " + std::to_string(f.content.size()) + " bytes, " + f.mime_type + "]");
   }
   for (const auto& s : r.skipped_files) err("[execbox] file not collected: " + s);
+  if (r.network) {
+    for (const NetConnection& c : r.network->connections) {
+      std::string line = "[execbox] network: " + (c.host.empty() ? "?" : c.host) + ":" + std::to_string(c.port);
+      if (!c.address.empty() && c.address != c.host) line += " (" + c.address + ")";
+      if (c.allowed && c.reason.empty()) {
+        line += " allowed, " + std::to_string(c.bytes_sent) + " bytes sent, " + std::to_string(c.bytes_received) +
+                " received";
+      } else {
+        line += (c.allowed ? " failed: " : " refused: ") + c.reason + (c.rule.empty() ? "" : " (" + c.rule + ")");
+      }
+      err(line);
+    }
+    if (r.network->omitted > 0)
+      err("[execbox] network: " + std::to_string(r.network->omitted) + " more attempts not listed");
+  }
   for (const auto& f : r.findings) {
     // Refusals come as the error; Python's own compile warnings are on stderr already.
     if (f.severity == "error" || f.rule.ends_with("Warning")) continue;

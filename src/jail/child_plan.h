@@ -63,6 +63,7 @@ struct ChildPlan {
   int stdout_write = -1;
   int stderr_write = -1;
   int report_write = -1;  // -1 when the policy has no report channel
+  int egress = -1;        // Policy::egress_fd: placed at kEgressFd; lo is brought up
 
   // Owns every string the pointers above refer to (a deque keeps addresses stable).
   std::deque<std::string> strings;

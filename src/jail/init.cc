@@ -7,6 +7,9 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <linux/securebits.h>
 #include <poll.h>
 #include <sched.h>
@@ -97,14 +100,22 @@ bool PlaceFds(const int* fds, const int* targets, int n) noexcept {
   ResetSignals();
 
   if (::setsid() < 0) ExecFail(status_fd, "setsid");
-  int fds[] = {plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write, status_fd};
-  int status_target = plan.report_write >= 0 ? kReport + 1 : kReport;
-  int targets[] = {kStdin, kStdout, kStderr, kReport, status_target};
-  if (plan.report_write < 0) {
-    fds[3] = status_fd;
-    targets[3] = status_target;
+  // 0-2, then the report (3) and the egress connector (kEgressFd, which needs the report), then
+  // the status pipe, closed by the exec.
+  int fds[6] = {plan.stdin_read, plan.stdout_write, plan.stderr_write};
+  int targets[6] = {kStdin, kStdout, kStderr};
+  int n = 3;
+  if (plan.report_write >= 0) {
+    fds[n] = plan.report_write;
+    targets[n++] = kReport;
+    if (plan.egress >= 0) {
+      fds[n] = plan.egress;
+      targets[n++] = kEgressFd;
+    }
   }
-  int n = plan.report_write >= 0 ? 5 : 4;
+  const int status_target = n;
+  fds[n] = status_fd;
+  targets[n++] = status_target;
   if (!PlaceFds(fds, targets, n)) ExecFail(status_fd, "place descriptors");
   status_fd = status_target;
   if (::fcntl(status_fd, F_SETFD, FD_CLOEXEC) != 0) ExecFail(status_fd, "cloexec status pipe");
@@ -182,9 +193,9 @@ bool Supervise(const ChildPlan& plan, int sigfd, pid_t main_pid, int* status, st
 // Closes every descriptor inherited from the supervisor but the plan's own: the supervisor's
 // ends of the pipes (stdin's write end above all, or the code never sees EOF) and anything else.
 void CloseInheritedFds(const ChildPlan& plan) noexcept {
-  int keep[] = {plan.control, plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write};
+  int keep[] = {plan.control, plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write, plan.egress};
   constexpr int n = sizeof keep / sizeof keep[0];
-  for (int i = 1; i < n; ++i) {  // insertion sort: five numbers, no library call
+  for (int i = 1; i < n; ++i) {  // insertion sort: six numbers, no library call
     for (int j = i; j > 0 && keep[j - 1] > keep[j]; --j) {
       int t = keep[j];
       keep[j] = keep[j - 1];
@@ -198,6 +209,24 @@ void CloseInheritedFds(const ChildPlan& plan) noexcept {
     next = static_cast<unsigned>(fd) + 1;
   }
   ::close_range(next, ~0U, 0);
+}
+
+// A fresh net namespace has lo down; the egress relay listens on it. Needs CAP_NET_ADMIN in
+// the namespace's user namespace, which the init still has.
+int BringLoopbackUp() noexcept {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return errno;
+  struct ifreq ifr {};
+  std::memcpy(ifr.ifr_name, "lo", 3);
+  int err = 0;
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
+    err = errno;
+  } else {
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+    if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) err = errno;
+  }
+  ::close(s);
+  return err;
 }
 
 }  // namespace
@@ -224,6 +253,9 @@ void RunInit(const ChildPlan& plan) noexcept {
   // The name is cosmetic (the UTS namespace is private either way): a refusal is reported, not fatal.
   int64_t without = 0;
   if (::sethostname(plan.hostname, std::strlen(plan.hostname)) != 0) without |= wire::kWithoutHostname;
+  if (plan.egress >= 0) {
+    if (int err = BringLoopbackUp(); err != 0) FailSetup(plan, {"bring up the loopback interface", err});
+  }
   if (StepError e = BuildFilesystem(plan, without)) FailSetup(plan, e);
   // Not dumpable: the code (same uid inside) cannot open /proc/1/* or ptrace this process.
   ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -246,7 +278,7 @@ void RunInit(const ChildPlan& plan) noexcept {
     RunCode(plan, status_pipe[1]);
   }
   ::close(status_pipe[1]);
-  for (int fd : {plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write}) {
+  for (int fd : {plan.stdin_read, plan.stdout_write, plan.stderr_write, plan.report_write, plan.egress}) {
     if (fd >= 0) ::close(fd);
   }
   int status = 0;

@@ -87,7 +87,7 @@ uint64_t HandledFsAccess(int abi) {
   return access;
 }
 
-// No rules are ever added for TCP, so handling it refuses it outright.
+// Handling TCP refuses it outright, but for the one port of LandlockPlan::tcp_port.
 uint64_t HandledNetAccess(int abi) {
   return abi >= 4 ? LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP : 0;
 }
@@ -126,7 +126,18 @@ int AddPathRule(int ruleset_fd, const char* path, uint64_t access) noexcept {
   return err;
 }
 
+// struct landlock_net_port_attr and LANDLOCK_RULE_NET_PORT (ABI 4), spelled out for older headers.
+struct NetPortAttr {
+  uint64_t allowed_access;
+  uint64_t port;
+} __attribute__((packed));
+constexpr int kRuleNetPort = 2;
+
 int AddRules(int ruleset_fd, const LandlockPlan& plan, uint64_t handled_fs) noexcept {
+  if (plan.tcp_port != 0 && HandledNetAccess(plan.abi) != 0) {
+    NetPortAttr rule{.allowed_access = HandledNetAccess(plan.abi), .port = plan.tcp_port};
+    if (syscall(SYS_landlock_add_rule, ruleset_fd, kRuleNetPort, &rule, 0) != 0) return errno;
+  }
   for (const std::string& dir : plan.writable) {
     if (int err = AddPathRule(ruleset_fd, dir.c_str(), handled_fs); err != 0) return err;
   }

@@ -16,6 +16,7 @@ struct LandlockPlan {
   int abi = 0;                        // 0: nothing is applied
   std::vector<std::string> writable;  // dirs where files may be created, written, removed
   std::vector<std::string> devices;   // device files that may be written (e.g. /dev/null)
+  uint16_t tcp_port = 0;              // bind and connect allowed on this TCP port only (0: none)
 };
 
 // What a ruleset of ABI `abi` restricts, as the result's isolation reports it: "filesystem"

@@ -53,6 +53,8 @@ Status Validate(const Policy& p) {
   if (p.hostname.empty() || p.hostname.size() > 64) return Fail("policy: hostname must be 1-64 bytes");
   if (p.uid == 0 || p.gid == 0) return Fail("policy: the code must not run as id 0 inside");
   if (auto s = ValidateLimits(p.limits); !s) return s;
+  if (p.egress_fd >= 0 && (p.egress_port < 1024 || p.zygote || !p.report_channel))
+    return Fail("policy: egress needs a port from 1024 up and a report channel, and no zygote");
   for (const auto& f : p.files) {
     if (f.path.empty() || f.path[0] != '/') return Fail("policy: synthetic file path must be absolute");
   }

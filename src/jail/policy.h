@@ -72,6 +72,9 @@ struct FileCollection {
   uint64_t max_file_bytes = 8ull << 20;
 };
 
+// Where the code's process finds Policy::egress_fd.
+inline constexpr int kEgressFd = 4;
+
 struct Policy {
   std::vector<std::string> argv;  // argv[0] is an absolute path inside the jail
   std::vector<std::string> env;   // the complete environment, "KEY=value"
@@ -96,6 +99,13 @@ struct Policy {
   // child it forks fresh namespaces and mounts and then lock that child down completely
   // (jail/zygote_loop.h). Only our own worker binary may run so.
   bool zygote = false;
+  // Network through the host (engine/egress_proxy.h), off unless set: a descriptor of the
+  // caller's (open until Run returns) that the code's process gets as kEgressFd, and the
+  // loopback port its relay listens on. The net namespace stays empty but for `lo`, which is
+  // brought up; seccomp then allows AF_INET stream sockets (on that loopback only: there is
+  // no other interface) and Landlock, where it handles TCP, this one port.
+  int egress_fd = -1;
+  uint16_t egress_port = 0;
   // Run even when cgroups are missing (limits then fall back to rlimits; reported).
   bool allow_rlimit_fallback = true;
 };

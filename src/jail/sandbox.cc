@@ -51,9 +51,10 @@ pid_t CloneIntoCgroup(unsigned long flags, int group_fd) {
   return static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
 }
 
-const Expected<SeccompProgram>& SharedSeccomp() {
+const Expected<SeccompProgram>& SharedSeccomp(bool loopback_tcp) {
   static const Expected<SeccompProgram> program = CompileSeccompProgram();
-  return program;
+  static const Expected<SeccompProgram> with_loopback = CompileSeccompProgram(true);
+  return loopback_tcp ? with_loopback : program;
 }
 
 // Inside, only policy.uid/gid exist. As root the code maps to the host's nobody; as a user, to
@@ -189,7 +190,7 @@ Expected<Launched> Launch(const Policy& policy) {
   Launched l;
   l.started = Clock::now();
   if (auto s = Validate(policy); !s) return std::unexpected(s.error());
-  const auto& seccomp = SharedSeccomp();
+  const auto& seccomp = SharedSeccomp(policy.egress_fd >= 0);
   if (!seccomp) return std::unexpected(Context("seccomp", seccomp.error()));
 
   const CgroupSupport& support = DetectCgroups();
@@ -216,6 +217,8 @@ Expected<Launched> Launch(const Policy& policy) {
   plan->stdout_write = ch.stdout_write.Get();
   plan->stderr_write = ch.stderr_write.Get();
   plan->report_write = ch.report_write.Valid() ? ch.report_write.Get() : -1;
+  plan->egress = policy.egress_fd;
+  plan->landlock.tcp_port = policy.egress_fd >= 0 ? policy.egress_port : 0;
   Outcome shape;
   FillLayers(*plan, l.cgroup.get(), shape);
   l.layers = shape.layers;

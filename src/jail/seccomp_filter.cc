@@ -38,6 +38,7 @@
 #include <sys/mman.h>
 #include <sys/personality.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -318,6 +319,9 @@ Status AddAllowlistRules(const Filter& filter) {
   return AddRefusals(filter);
 }
 
+// clone and ioctl, for both variants of the argument checks.
+Status AddCloneAndIoctlChecks(const Filter& filter);
+
 Status AddArgumentCheckRules(const Filter& filter) {
   const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
   // Compared on all 64 bits: a domain with junk in the upper half is not AF_UNIX and is refused,
@@ -326,6 +330,38 @@ Status AddArgumentCheckRules(const Filter& filter) {
   for (const char* name : {"socket", "socketpair"}) {
     if (auto st = AddRulePerValue(filter, refuse, name, 0, SCMP_CMP_NE, 0, kUnix); !st) return st;
   }
+  return AddCloneAndIoctlChecks(filter);
+}
+
+// With network through the host: AF_UNIX, or AF_INET with SOCK_STREAM and protocol 0 or TCP.
+// The namespace has only lo, so such a socket reaches the sandbox's own loopback and nothing
+// else (and Landlock, where it handles TCP, narrows it to the relay's port).
+Status AddLoopbackArgumentCheckRules(const Filter& filter) {
+  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
+  constexpr uint64_t kUnix[] = {AF_UNIX};
+  if (auto st = AddRulePerValue(filter, refuse, "socketpair", 0, SCMP_CMP_NE, 0, kUnix); !st) return st;
+  // Domains 0 and above AF_INET (2) are refused; AF_UNIX (1) is as before.
+  const scmp_arg_cmp zero{0, SCMP_CMP_EQ, 0, 0}, above{0, SCMP_CMP_GT, AF_INET, 0};
+  if (auto st = AddRule(filter, refuse, "socket", {&zero, 1}); !st) return st;
+  if (auto st = AddRule(filter, refuse, "socket", {&above, 1}); !st) return st;
+  // AF_INET: the type's low four bits must be SOCK_STREAM (flags above them are the kernel's to
+  // check), and the protocol 0 or IPPROTO_TCP.
+  for (uint64_t type = 0; type < 16; ++type) {
+    if (type == SOCK_STREAM) continue;
+    const scmp_arg_cmp cmp[] = {{0, SCMP_CMP_EQ, AF_INET, 0}, {1, SCMP_CMP_MASKED_EQ, 0xf, type}};
+    if (auto st = AddRule(filter, refuse, "socket", cmp); !st) return st;
+  }
+  const scmp_arg_cmp odd_protocol[] = {{0, SCMP_CMP_EQ, AF_INET, 0}, {2, SCMP_CMP_GT, IPPROTO_TCP, 0}};
+  if (auto st = AddRule(filter, refuse, "socket", odd_protocol); !st) return st;
+  for (uint64_t protocol = 1; protocol < IPPROTO_TCP; ++protocol) {
+    const scmp_arg_cmp cmp[] = {{0, SCMP_CMP_EQ, AF_INET, 0}, {2, SCMP_CMP_EQ, protocol, 0}};
+    if (auto st = AddRule(filter, refuse, "socket", cmp); !st) return st;
+  }
+  return AddCloneAndIoctlChecks(filter);
+}
+
+Status AddCloneAndIoctlChecks(const Filter& filter) {
+  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
   // clone's flags are an unsigned long but the kernel uses only the low 32 bits; a masked test
   // of a low bit is not fooled by the upper half. CLONE_NEWTIME shares its bit with the exit
   // signal byte of clone(), where it only matches invalid signals, so refusing it costs nothing.
@@ -357,11 +393,11 @@ int LoadOne(const std::vector<sock_filter>& program) noexcept {
 
 }  // namespace
 
-Expected<SeccompProgram> CompileSeccompProgram() {
+Expected<SeccompProgram> CompileSeccompProgram(bool loopback_tcp) {
   SeccompProgram program;
   auto allowlist = Compile(SCMP_ACT_ERRNO(EPERM), AddAllowlistRules);
   if (!allowlist) return std::unexpected(Context("seccomp allowlist", allowlist.error()));
-  auto checks = Compile(SCMP_ACT_ALLOW, AddArgumentCheckRules);
+  auto checks = Compile(SCMP_ACT_ALLOW, loopback_tcp ? AddLoopbackArgumentCheckRules : AddArgumentCheckRules);
   if (!checks) return std::unexpected(Context("seccomp argument checks", checks.error()));
   program.allowlist = std::move(*allowlist);
   program.argument_checks = std::move(*checks);

@@ -19,7 +19,9 @@ struct SeccompProgram {
 };
 
 // Builds both programs with libseccomp and exports them as BPF.
-Expected<SeccompProgram> CompileSeccompProgram();
+// `loopback_tcp`: AF_INET stream sockets are allowed too (Policy::egress_fd: the jail's net
+// namespace has nothing but lo); any other socket type or protocol of AF_INET stays refused.
+Expected<SeccompProgram> CompileSeccompProgram(bool loopback_tcp = false);
 
 // Loads both programs into the calling thread. Needs no_new_privs (or CAP_SYS_ADMIN).
 // Async-signal-safe, allocation-free: for use between fork and exec. Returns 0 or an errno.

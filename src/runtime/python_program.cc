@@ -94,6 +94,10 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   if (!program.cwd.empty()) request["cwd"] = program.cwd;
   if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
   if (!program.packages.empty()) request["packages"] = program.packages;
+  if (program.egress) {
+    request["egress_fd"] = jail::kEgressFd;
+    request["egress_port"] = kEgressPort;
+  }
   if (!program.package_set.empty()) {
     if (!IsPackageSetName(program.package_set)) return Fail("not a package set name");
     if (program.package_set_build_dir.empty())
@@ -271,6 +275,15 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
     p.env.push_back("PYTHONUSERBASE=" + inside);
     p.env.push_back("EXECBOX_INSTALL_MAX_BYTES=" + std::to_string(program.limits.work_dir_bytes));
     p.env.push_back("EXECBOX_INSTALL_MAX_FILES=" + std::to_string(kMaxPackageSetFiles));
+  }
+  if (program.egress) {
+    const std::string http = "http://127.0.0.1:" + std::to_string(kEgressPort);
+    const std::string socks = "socks5h://127.0.0.1:" + std::to_string(kEgressPort);
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+      p.env.push_back(std::string(name) + "=" + http);
+    for (const char* name : {"ALL_PROXY", "all_proxy"}) p.env.push_back(std::string(name) + "=" + socks);
+    for (const char* name : {"NO_PROXY", "no_proxy"}) p.env.push_back(std::string(name) + "=localhost,127.0.0.1");
+    p.egress_port = kEgressPort;  // the descriptor is the engine's (cold_execution.cc)
   }
   p.inputs = program.inputs;
   p.stdin_data = program.stdin_data;

@@ -74,7 +74,14 @@ struct PythonProgram {
   // kPackageSetsDir/<name> and made the user base, that `packages` are installed into by a run
   // with no code of its own, in a cold jail. "" for any other run.
   std::string package_set_build_dir;
+  // Network through the host's proxy (engine/egress_proxy.h): the agent relays from
+  // 127.0.0.1:kEgressPort, and the proxy variables point there. Set by the engine with the
+  // jail's egress descriptor, never by a request.
+  bool egress = false;
 };
+
+// Where the agent's relay listens in the sandbox, for HTTP_PROXY, HTTPS_PROXY and ALL_PROXY.
+inline constexpr uint16_t kEgressPort = 3128;
 
 // At most this many names in a request's `packages`.
 inline constexpr size_t kMaxPackages = 32;

@@ -588,7 +588,7 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
   };
   EXPECT_EQ(keys(schemas["ExecuteRequest"]["properties"]),
             (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "packages",
-                                   "session_id"}));
+                                   "session_id", "network"}));
   EXPECT_EQ(schemas["ExecuteRequest"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["Limits"]["properties"]),
             (std::set<std::string>{"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",
@@ -718,6 +718,38 @@ TEST(McpToolSchemas, CreateSessionTakesPackagesBesideItsLimits) {
   auto unknown = ParseCreateSessionArguments(json{{"gpu", 1}});
   ASSERT_FALSE(unknown);
   EXPECT_EQ(unknown.error().type, "unknown-field");
+}
+
+}  // namespace
+}  // namespace execbox::api
+
+namespace execbox::api {
+namespace {
+
+TEST(ExecuteBody, NetworkIsParsedAndBadEntriesNamed) {
+  auto ok = ParseExecuteBody(R"({"code":"1","network":{"allow":["*.example.test:443","10.0.0.0/8"],"deny":["x.example.test"]}})",
+                             true);
+  ASSERT_TRUE(ok.has_value());
+  ASSERT_TRUE(ok->network.has_value());
+  EXPECT_EQ(ok->network->allow.size(), 2u);
+  EXPECT_EQ(ok->network->deny.size(), 1u);
+  auto none = ParseExecuteBody(R"({"code":"1"})", true);
+  ASSERT_TRUE(none.has_value());
+  EXPECT_FALSE(none->network.has_value());
+  for (const char* body : {R"({"code":"1","network":{"allow":["bad name"]}})",
+                           R"({"code":"1","network":{"allow":"a.test"}})",
+                           R"({"code":"1","network":{"allow":[1]}})",
+                           R"({"code":"1","network":{"other":[]}})"}) {
+    auto bad = ParseExecuteBody(body, true);
+    ASSERT_FALSE(bad.has_value()) << body;
+    EXPECT_EQ(bad.error().status, 400) << body;
+  }
+  auto named = ParseExecuteBody(R"({"code":"1","network":{"allow":["ok.test","10.0.0.1/8"]}})", true);
+  ASSERT_FALSE(named.has_value());
+  EXPECT_NE(named.error().detail.find("10.0.0.1/8"), std::string::npos) << named.error().detail;
+  // A session's execution has no network yet: the field is unknown there.
+  auto in_session = ParseExecuteBody(R"({"code":"1","network":{"allow":["a.test"]}})", false);
+  ASSERT_FALSE(in_session.has_value());
 }
 
 }  // namespace

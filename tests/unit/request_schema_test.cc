@@ -19,7 +19,7 @@ constexpr Request kEveryRequest[] = {
     kListProcessesTool, kReadOutputTool,     kSendInputTool,     kSignalProcessTool};
 
 TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
-  EXPECT_EQ(AllowedNames(kExecuteBody), "code, stdin, files, limits, policy, filename, packages, session_id");
+  EXPECT_EQ(AllowedNames(kExecuteBody), "code, stdin, files, limits, policy, filename, packages, session_id, network");
   EXPECT_EQ(AllowedNames(kSessionExecuteBody), "code, stdin, files, limits, policy, filename, packages");
   EXPECT_EQ(AllowedNames(kCheckBody), "code, policy");
   EXPECT_EQ(AllowedNames(kSessionBody), "limits, checkpoint, packages");

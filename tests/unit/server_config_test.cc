@@ -279,3 +279,20 @@ TEST_F(EnvironmentTest, UnsetOrEmptyAddsNothing) {
 
 }  // namespace
 }  // namespace execbox::cli
+
+namespace execbox::cli {
+namespace {
+
+TEST(Config, NetworkIsTheWidestPolicyAndABadEntryIsNamed) {
+  auto c = Load("[network]\nallow = [\"*.example.test:443\", \"10.0.0.0/8\"]\ndeny = [\"secret.example.test\"]\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->network.allow.size(), 2u);
+  EXPECT_EQ(c->network.deny.size(), 1u);
+  EXPECT_TRUE(Load("# nothing\n")->network.empty());
+  EXPECT_NE(LoadError("[network]\nallow = [\"10.0.0.1/8\"]\n").find("10.0.0.1/8"), std::string::npos);
+  EXPECT_NE(LoadError("[network]\nallow = \"a.test\"\n").find("network.allow"), std::string::npos);
+  EXPECT_NE(LoadError("[network]\nalow = []\n").find("network.alow: unknown key"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace execbox::cli

@@ -102,6 +102,7 @@ json Result() {
        {"skipped_files", ArrayOf(String(), "Files not returned, each with the reason.")},
        {"limits", OpenApiResultLimitsSchema()},
        {"isolation", Isolation()},
+       {"network", Schema("Network")},
        {"installed",
         ArrayOf(Schema("InstalledPackage"),
                 "Present when the request's `packages` installed something: each distribution installed from "

@@ -245,6 +245,7 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kMaxBytes:
     case FieldId::kWaitSeconds:
     case FieldId::kToolSignal:
+    case FieldId::kNetwork:  // HTTP's /v1/execute only, for now
       break;  // not an argument of these tools (the process tools': mcp_process_tools.cc)
   }
   return {};

@@ -343,6 +343,22 @@ constexpr RequestField kTable[] = {
      .default_json = R"("SIGTERM")",
      .descriptions = {{{kSignalProcessTool,
                         "The signal, by name (\"SIGTERM\", \"KILL\", \"INT\", ...) or number (1-64)."}}}},
+    {.id = FieldId::kNetwork,
+     .name = "network",
+     .in = kExecuteBody,
+     .type = JsonType::kObject,
+     .component = "NetworkPolicy",
+     .descriptions =
+         {{{kExecuteBody,
+            "Network for this execution, through the server's proxy (docs/security.md, \"Network\"); absent: "
+            "no network at all. `allow` lists destinations, each a host name, `*.suffix`, an IP or a CIDR, "
+            "optionally with `:port` (IPv6 in brackets); `deny` entries win. Each allow entry must be within "
+            "the server's `[network] allow` (else 422 `network-not-allowed` naming it); a malformed entry is "
+            "400 `invalid-value`. The code reaches them through `HTTP_PROXY`/`HTTPS_PROXY` (HTTP and CONNECT) "
+            "or `ALL_PROXY` (SOCKS5), set in its environment; names are resolved by the server, and "
+            "loopback, private and link-local addresses are refused unless an IP/CIDR entry names them. "
+            "Every attempt is listed in the result's `network`. One-shot executions only (not in "
+            "sessions)."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.
@@ -350,7 +366,7 @@ constexpr bool IdsAreIndices() {
   for (size_t i = 0; i < std::size(kTable); ++i) {
     if (static_cast<size_t>(kTable[i].id) != i) return false;
   }
-  return std::size(kTable) == static_cast<size_t>(FieldId::kToolSignal) + 1;
+  return std::size(kTable) == static_cast<size_t>(FieldId::kNetwork) + 1;
 }
 static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 

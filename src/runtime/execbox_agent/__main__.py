@@ -26,6 +26,9 @@ def main():
         if request["mode"] in SESSION_MODES:
             raise RequestError("mode %r is for a session only" % request["mode"])
         reporter.set_stream_budget(request["max_stream_event_bytes"])
+        if request["egress_port"] and request["egress_fd"]:
+            from execbox_agent import egress
+            egress.start(request["egress_fd"], request["egress_port"])
         state = State(request, reporter)
         register_source(request["filename"], request["code"])
         if request["mode"] == "run":

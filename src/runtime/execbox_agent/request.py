@@ -130,4 +130,7 @@ def parse_request(request):
         "depth": _int_field(request, "depth", 1),
         "packages": _packages_field(request),
         "package_set": _string_field(request, "package_set"),  # the host's: wheelhouse.use_set
+        # Network through the host (egress.py): the connector's descriptor and the relay's port.
+        "egress_fd": _int_field(request, "egress_fd", None),
+        "egress_port": _int_field(request, "egress_port", None),
     }

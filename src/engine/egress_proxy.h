@@ -1,0 +1,69 @@
+// The host's side of an execution's network (docs/security.md, "Network"). The sandbox gets
+// one descriptor: a unix SOCK_SEQPACKET socket (the "connector"). Its agent listens on the
+// sandbox's own loopback and sends each accepted connection's socket over the connector with
+// SCM_RIGHTS; no interface, route or host socket is ever added to the sandbox's namespace.
+// Here, trusted code does all the rest on that stream: it reads an HTTP proxy request or
+// SOCKS5 (proxy_protocol.h), resolves the name itself, checks the name and every address it
+// would connect to against the policy (net_policy.h), connects, relays the bytes and counts
+// them. What arrives over the connector is hostile: one descriptor per message (others are
+// closed), a stream socket or nothing, a bounded number of connections, and no wait that the
+// sandbox can stretch past the execution (every wait also watches the proxy's stop).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/error.h"
+#include "base/unique_fd.h"
+#include "engine/net_policy.h"
+
+namespace execbox::engine {
+
+struct EgressLimits {
+  size_t max_connections = 256;  // attempts served per execution; later ones are refused ("limit")
+  size_t max_open = 16;          // at once
+  size_t max_listed = 256;       // in the Result; later ones are counted in `omitted`
+  std::chrono::milliseconds head_timeout{10'000};     // for the proxy request head
+  std::chrono::milliseconds connect_timeout{10'000};  // per address
+};
+
+class EgressProxy {
+ public:
+  static Expected<std::unique_ptr<EgressProxy>> Start(NetPolicy policy, EgressLimits limits = {});
+  ~EgressProxy();
+  EgressProxy(const EgressProxy&) = delete;
+  EgressProxy& operator=(const EgressProxy&) = delete;
+
+  // The connector's end for the sandbox (jail::Policy::egress_fd): close it once the jail has it.
+  int sandbox_fd() const { return sandbox_end_.Get(); }
+  void CloseSandboxEnd() { sandbox_end_.Reset(); }
+
+  // Stops accepting, ends every relay, waits for the threads and returns what happened. Call
+  // once the sandbox has ended.
+  NetRecord Finish();
+
+ private:
+  EgressProxy(NetPolicy policy, EgressLimits limits) : policy_(std::move(policy)), limits_(limits) {}
+  void Accept();
+  void Take(UniqueFd fd);
+  void Serve(UniqueFd client, size_t index);
+  void Record(size_t index, NetConnection c);
+
+  const NetPolicy policy_;
+  const EgressLimits limits_;
+  UniqueFd host_end_, sandbox_end_;
+  UniqueFd stop_read_, stop_write_;  // closing stop_write_ wakes every wait
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::vector<std::thread> workers_;
+  std::vector<std::pair<size_t, NetConnection>> listed_;
+  uint64_t omitted_ = 0;
+  size_t taken_ = 0;
+  size_t open_ = 0;
+  bool finished_ = false;
+};
+
+}  // namespace execbox::engine

@@ -1,0 +1,222 @@
+// The network policy's matcher and the proxy's parsers, with hostile input.
+#include <gtest/gtest.h>
+
+#include "engine/net_policy.h"
+#include "engine/proxy_protocol.h"
+
+namespace execbox::engine {
+namespace {
+
+NetPolicy Policy(std::vector<std::string> allow, std::vector<std::string> deny = {}) {
+  auto p = ParseNetPolicy(allow, deny);
+  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().message);
+  return p ? *p : NetPolicy{};
+}
+
+std::array<uint8_t, 16> Addr(const char* text) { return *ParseAddress(text); }
+
+TEST(NetRule, ParsesEachForm) {
+  auto host = ParseNetRule("PyPI.Example.test:443");
+  ASSERT_TRUE(host);
+  EXPECT_EQ(host->kind, NetRule::Kind::kHost);
+  EXPECT_EQ(host->host, "pypi.example.test");
+  EXPECT_EQ(host->port, 443);
+  auto suffix = ParseNetRule("*.example.test");
+  ASSERT_TRUE(suffix);
+  EXPECT_EQ(suffix->kind, NetRule::Kind::kSuffix);
+  auto cidr = ParseNetRule("10.1.2.0/24:8080");
+  ASSERT_TRUE(cidr);
+  EXPECT_EQ(cidr->kind, NetRule::Kind::kAddress);
+  EXPECT_EQ(cidr->prefix, 96 + 24);
+  EXPECT_EQ(cidr->port, 8080);
+  auto v6 = ParseNetRule("[2001:db8::/32]:443");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->prefix, 32);
+  EXPECT_TRUE(ParseNetRule("2001:db8::1"));
+}
+
+TEST(NetRule, RefusesBadEntriesNamingThem) {
+  for (const char* bad : {"", "a b", "*", "*example.test", "a.*.test", "host:0", "host:65536", "host:", "10.0.0.1/8",
+                          "10.0.0.0/33", "[::1", "[::1]x", "name/8", "-:1:2", "exa\nmple"}) {
+    EXPECT_FALSE(ParseNetRule(bad)) << bad;
+  }
+  auto e = ParseNetPolicy({"ok.test", "bad name"}, {});
+  ASSERT_FALSE(e);
+  EXPECT_NE(e.error().message.find("allow[1]: 'bad name'"), std::string::npos) << e.error().message;
+  EXPECT_FALSE(ParseNetRule(std::string(300, 'a')));
+  EXPECT_FALSE(ParseNetPolicy(std::vector<std::string>(65, "a.test"), {}));
+}
+
+TEST(NetPolicy, NamesSuffixesPortsAndDenyWins) {
+  NetPolicy p = Policy({"api.test:443", "*.example.test"}, {"bad.example.test"});
+  EXPECT_TRUE(CheckName(p, "api.test", 443).allowed);
+  EXPECT_TRUE(CheckName(p, "API.test.", 443).allowed);
+  EXPECT_FALSE(CheckName(p, "api.test", 80).allowed);
+  EXPECT_TRUE(CheckName(p, "a.example.test", 80).allowed);
+  EXPECT_FALSE(CheckName(p, "example.test", 80).allowed);  // a suffix is what is below it
+  EXPECT_FALSE(CheckName(p, "notexample.test", 80).allowed);
+  NetVerdict denied = CheckName(p, "bad.example.test", 80);
+  EXPECT_FALSE(denied.allowed);
+  EXPECT_EQ(denied.reason, "denied by rule");
+  EXPECT_EQ(denied.rule, "bad.example.test");
+  EXPECT_EQ(CheckName(p, "other.test", 80).reason, "not in allowlist");
+}
+
+TEST(NetPolicy, SpecialAddressesOnlyByAnAddressEntry) {
+  NetPolicy p = Policy({"*.example.test", "127.0.0.2/32:8080"});
+  // An allowed name that resolves to a private, loopback or metadata address: refused.
+  for (const char* a : {"127.0.0.1", "10.0.0.1", "192.168.1.1", "172.16.0.1", "169.254.169.254", "100.64.0.1",
+                        "0.0.0.0", "224.0.0.1", "::1", "fe80::1", "fd00::1", "::ffff:127.0.0.1"}) {
+    NetVerdict v = CheckAddress(p, "x.example.test", Addr(a), 80);
+    EXPECT_FALSE(v.allowed) << a;
+    EXPECT_EQ(v.reason, "private address") << a;
+  }
+  EXPECT_TRUE(CheckAddress(p, "x.example.test", Addr("93.184.216.34"), 80).allowed);
+  EXPECT_TRUE(CheckAddress(p, "127.0.0.2", Addr("127.0.0.2"), 8080).allowed);
+  EXPECT_FALSE(CheckAddress(p, "127.0.0.2", Addr("127.0.0.2"), 8081).allowed);
+  EXPECT_FALSE(CheckName(p, "169.254.169.254", 80).allowed);
+  // Denied by address even when the name is allowed.
+  NetPolicy d = Policy({"*.example.test"}, {"93.184.216.0/24"});
+  EXPECT_EQ(CheckAddress(d, "x.example.test", Addr("93.184.216.34"), 80).reason, "denied by rule");
+}
+
+TEST(NetPolicy, RequestWithinTheServersBound) {
+  NetPolicy bound = Policy({"*.example.test", "api.test:443", "10.0.0.0/8"}, {"secret.example.test"});
+  EXPECT_FALSE(FirstEntryBeyond(Policy({"a.example.test", "*.b.example.test", "api.test:443", "10.1.0.0/16:22"}), bound));
+  EXPECT_EQ(FirstEntryBeyond(Policy({"a.example.test", "api.test"}), bound), "api.test");  // any port > 443
+  EXPECT_EQ(FirstEntryBeyond(Policy({"*.test"}), bound), "*.test");
+  EXPECT_EQ(FirstEntryBeyond(Policy({"0.0.0.0/0"}), bound), "0.0.0.0/0");
+  EXPECT_EQ(FirstEntryBeyond(Policy({"example.test"}), bound), "example.test");
+  NetPolicy within = Within(Policy({"*.example.test"}), bound);
+  EXPECT_FALSE(CheckName(within, "secret.example.test", 443).allowed);
+}
+
+TEST(ProxyParse, HttpConnect) {
+  auto r = ParseHttpProxyHead("CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\nrest");
+  ASSERT_EQ(r.state, ParseState::kDone);
+  EXPECT_TRUE(r.tunnel);
+  EXPECT_EQ(r.host, "api.test");
+  EXPECT_EQ(r.port, 443);
+  EXPECT_EQ(r.consumed, std::string("CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n").size());
+  auto v6 = ParseHttpProxyHead("CONNECT [::1]:8443 HTTP/1.1\r\n\r\n");
+  ASSERT_EQ(v6.state, ParseState::kDone);
+  EXPECT_EQ(v6.host, "::1");
+  EXPECT_EQ(ParseHttpProxyHead("CONNECT api.test HTTP/1.1\r\n\r\n").state, ParseState::kBad);
+  EXPECT_EQ(ParseHttpProxyHead("CONNECT api.test:443 HTTP/1.1\r\n").state, ParseState::kNeedMore);
+}
+
+TEST(ProxyParse, HttpAbsoluteUriIsRewritten) {
+  auto r = ParseHttpProxyHead(
+      "GET http://api.test:8080/a?b=1 HTTP/1.1\r\nHost: api.test:8080\r\nProxy-Connection: keep-alive\r\n"
+      "Proxy-Authorization: x\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n");
+  ASSERT_EQ(r.state, ParseState::kDone);
+  EXPECT_FALSE(r.tunnel);
+  EXPECT_EQ(r.port, 8080);
+  EXPECT_EQ(r.forward,
+            "GET /a?b=1 HTTP/1.1\r\nHost: api.test:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n");
+  auto bare = ParseHttpProxyHead("GET http://api.test HTTP/1.0\r\n\r\n");
+  ASSERT_EQ(bare.state, ParseState::kDone);
+  EXPECT_EQ(bare.port, 80);
+  EXPECT_EQ(bare.forward, "GET / HTTP/1.0\r\nHost: api.test\r\nConnection: close\r\n\r\n");
+}
+
+TEST(ProxyParse, HttpHostileHeads) {
+  const char* bad[] = {
+      "GET /relative HTTP/1.1\r\n\r\n",
+      "GET https://api.test/ HTTP/1.1\r\n\r\n",
+      "GET http://user:pw@api.test/ HTTP/1.1\r\n\r\n",
+      "GET http://api.test:99999/ HTTP/1.1\r\n\r\n",
+      "GET http://api.test/ HTTP/2\r\n\r\n",
+      "GET  http://api.test/ HTTP/1.1\r\n\r\n",
+      "GET http://api.test/ HTTP/1.1\r\nno colon\r\n\r\n",
+      "GET http://api.test/ HTTP/1.1\r\nX: a\x01b\r\n\r\n",
+      "G\x01T http://api.test/ HTTP/1.1\r\n\r\n",
+      "\r\n\r\n",
+  };
+  for (const char* head : bad) EXPECT_EQ(ParseHttpProxyHead(head).state, ParseState::kBad) << head;
+  std::string huge = "GET http://api.test/ HTTP/1.1\r\nX: " + std::string(kMaxProxyHeadBytes, 'a');
+  EXPECT_EQ(ParseHttpProxyHead(huge).state, ParseState::kBad);
+  std::string many = "GET http://api.test/ HTTP/1.1\r\n";
+  for (size_t i = 0; i <= kMaxProxyHeaders; ++i) many += "X: y\r\n";
+  EXPECT_EQ(ParseHttpProxyHead(many + "\r\n").state, ParseState::kBad);
+}
+
+TEST(ProxyParse, Socks5) {
+  EXPECT_EQ(ParseSocksGreeting(std::string("\x05", 1)).state, ParseState::kNeedMore);
+  EXPECT_EQ(ParseSocksGreeting(std::string("\x05\x02\x00", 3)).state, ParseState::kNeedMore);
+  auto g = ParseSocksGreeting(std::string("\x05\x02\x02\x00", 4));
+  ASSERT_EQ(g.state, ParseState::kDone);
+  EXPECT_EQ(g.consumed, 4u);
+  EXPECT_EQ(ParseSocksGreeting(std::string("\x05\x01\x02", 3)).state, ParseState::kBad);  // no "no auth"
+  EXPECT_EQ(ParseSocksGreeting(std::string("\x04\x01\x00", 3)).state, ParseState::kBad);
+  EXPECT_EQ(ParseSocksGreeting(std::string("\x05\x00", 2)).state, ParseState::kBad);
+
+  auto name = ParseSocksRequest(std::string("\x05\x01\x00\x03\x08" "api.test" "\x01\xbb", 15));
+  ASSERT_EQ(name.state, ParseState::kDone);
+  EXPECT_EQ(name.host, "api.test");
+  EXPECT_EQ(name.port, 443);
+  auto v4 = ParseSocksRequest(std::string("\x05\x01\x00\x01\xa9\xfe\xa9\xfe\x00\x50", 10));
+  ASSERT_EQ(v4.state, ParseState::kDone);
+  EXPECT_EQ(v4.host, "169.254.169.254");
+  auto v6 = ParseSocksRequest(std::string("\x05\x01\x00\x04", 4) + std::string(15, '\0') + "\x01" + std::string("\x00\x50", 2));
+  ASSERT_EQ(v6.state, ParseState::kDone);
+  EXPECT_EQ(v6.host, "0:0:0:0:0:0:0:1");
+  // A length byte that promises more than arrived waits; a bad one is refused.
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x01\x00\x03\xff" "abc", 8)).state, ParseState::kNeedMore);
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x01\x00\x03\x00\x00\x50", 7)).state, ParseState::kBad);
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x01\x00\x03\x02\x00a\x00\x50", 9)).state, ParseState::kBad);
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x02\x00\x01\x01\x02\x03\x04\x00\x50", 10)).socks_reply, 7);
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x01\x00\x09\x01\x02\x03\x04\x00\x50", 10)).socks_reply, 8);
+  EXPECT_EQ(ParseSocksRequest(std::string("\x05\x01\x00\x01\x01\x02\x03\x04\x00\x00", 10)).state, ParseState::kBad);
+  EXPECT_EQ(SocksReply(0).size(), 10u);
+}
+
+}  // namespace
+}  // namespace execbox::engine
+
+// The gate's check of a request's policy against the server's, before anything runs.
+#include "engine/gate.h"
+
+namespace execbox::engine {
+namespace {
+
+Refused<Admitted> AdmitWith(const NetPolicy& bound, std::optional<NetPolicy> asked, bool session = false) {
+  static auto engine = Engine::Create({.warm = false});
+  // One gate per bound (a Gate keeps its options); they live as long as the test binary.
+  static std::vector<std::unique_ptr<Gate>> gates;
+  gates.push_back(std::make_unique<Gate>(**engine, GateOptions{.network = bound}));
+  Gate* gate = gates.back().get();
+  ExecutionRequest r;
+  r.program.code = "1";
+  r.network = std::move(asked);
+  if (session) r.session_id = "s";
+  return gate->Admit(Caller{.id = "k"}, std::move(r), Origin{});
+}
+
+TEST(GateNetwork, RefusedBeyondTheServersPolicyNamingTheEntry) {
+  NetPolicy bound = *ParseNetPolicy({"*.example.test", "10.0.0.0/8"}, {"secret.example.test"});
+  auto ok = AdmitWith(bound, *ParseNetPolicy({"a.example.test:443"}, {}));
+  ASSERT_TRUE(ok.has_value()) << ok.error().detail;
+  // The server's deny entries are added to the request's.
+  ASSERT_TRUE(ok->resolved().network.has_value());
+  EXPECT_EQ(ok->resolved().network->deny.size(), 1u);
+  auto beyond = AdmitWith(bound, *ParseNetPolicy({"a.example.test", "evil.test"}, {}));
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_EQ(beyond.error().type, "network-not-allowed");
+  EXPECT_NE(beyond.error().detail.find("'evil.test'"), std::string::npos) << beyond.error().detail;
+  auto none = AdmitWith(NetPolicy{}, *ParseNetPolicy({"a.example.test"}, {}));
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().type, "network-not-allowed");
+  EXPECT_TRUE(AdmitWith(NetPolicy{}, std::nullopt).has_value());  // no policy: as ever
+}
+
+TEST(GateNetwork, SessionsRefuseAPolicyClearly) {
+  NetPolicy bound = *ParseNetPolicy({"*.example.test"}, {});
+  auto r = AdmitWith(bound, *ParseNetPolicy({"a.example.test"}, {}), true);
+  ASSERT_FALSE(r.has_value());
+  // Sessions need the warm engine; without it that refusal comes first. Either way nothing runs.
+  EXPECT_TRUE(r.error().type == "network-not-allowed" || r.error().type == "sessions-unavailable") << r.error().type;
+}
+
+}  // namespace
+}  // namespace execbox::engine
