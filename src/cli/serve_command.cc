@@ -232,7 +232,8 @@ int RunServe(const ServeArgs& args) {
                                                                            .max_running = config.max_running,
                                                                            .max_queue = config.max_queue,
                                                                            .audit = audit.get(),
-                                                                           .observer = &metrics});
+                                                                           .observer = &metrics,
+                                                                           .key_defaults = config.key_defaults});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();
