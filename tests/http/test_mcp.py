@@ -508,7 +508,8 @@ class McpGateTest(ApiTestCase):
                 ran.append(tuple(float(x) for x in r["structuredContent"]["stdout"].split()))
             else:
                 self.assertIn(type_, ("rate-limited", "key-concurrency"), tool_text(r))
-                self.assertNotIn("structuredContent", r)
+                self.assertEqual(r["structuredContent"]["type"], "urn:execbox:problem:" + type_, r)
+                self.assertEqual(r["structuredContent"]["status"], 429, r)
                 self.assertIn("retry after", tool_text(r))
                 # At once: long before the admitted calls (4 s of sleep) end.
                 self.assertLess(took, 3, f"call {i} was refused only after {took:.1f} s")
