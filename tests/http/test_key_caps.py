@@ -7,7 +7,7 @@ that a key's second execution queues."""
 import threading
 import unittest
 
-from harness import KEY_A, ApiTestCase, McpClient, Server, sha256_hex, tool_text, wait_until
+from harness import KEY_A, KEY_B, ApiTestCase, McpClient, Server, sha256_hex, tool_text, wait_until
 
 TOKENS = {name: f"caps-{name}-0123456789abcdef" for name in ("sessions", "procs", "queue", "state")}
 CAPS = {"sessions": "max_sessions = 2", "procs": "max_processes = 2", "queue": "max_queued = 1",
@@ -140,6 +140,33 @@ class KeyCapsTest(ApiTestCase):
         again = self.session(token, checkpoint=True)
         self.assertResult(self.server.execute("print(3)", token=token, path=f"/v1/sessions/{again}/execute"), "ok")
 
+    def test_a_flooding_key_waits_behind_itself(self):
+        # Fair admission: key A (env-1) runs one and queues four; key B (env-2) then queues one.
+        # Slots go to the keys in turn, so at most one of A's queued runs before B's (the one
+        # whose turn had come before B arrived). Each reports when it began, in the sandbox.
+        began, lock = {}, threading.Lock()
+
+        def run(name, token, sleep):
+            r = self.server.execute(f"import time\nprint(time.time())\ntime.sleep({sleep})", token=token)
+            with lock:
+                began[name] = float(r.json()["stdout"]) if r.status == 200 else r
+
+        threads = [threading.Thread(target=run, args=("a0", KEY_A, 3))]
+        threads[0].start()
+        self.assertTrue(wait_until(lambda: self.key_metric("execbox_key_running_executions", "env-1") == 1, 60))
+        for i in range(1, 5):
+            threads.append(threading.Thread(target=run, args=(f"a{i}", KEY_A, 0.2)))
+            threads[-1].start()
+            self.assertTrue(wait_until(lambda: self.key_metric("execbox_key_queued_executions", "env-1") == i, 60))
+        threads.append(threading.Thread(target=run, args=("b", KEY_B, 0)))
+        threads[-1].start()
+        self.assertTrue(wait_until(lambda: self.key_metric("execbox_key_queued_executions", "env-2") == 1, 60))
+        for t in threads:
+            t.join(120)
+        for name, value in began.items():
+            self.assertIsInstance(value, float, f"{name}: {value!r}")
+        ahead = [f"a{i}" for i in range(1, 5) if began[f"a{i}"] < began["b"]]
+        self.assertLessEqual(len(ahead), 1, f"B waited behind {ahead}: {began}")
 
 if __name__ == "__main__":
     unittest.main()
