@@ -63,7 +63,8 @@ class Reservations {
   template <typename Count>
   std::optional<Held> Take(const std::string& caller, uint64_t limit, Count in_use, uint64_t* total) {
     std::lock_guard lock(mu_);
-    *total = static_cast<uint64_t>(in_use()) + pending_[caller];
+    auto it = pending_.find(caller);
+    *total = static_cast<uint64_t>(in_use()) + (it == pending_.end() ? 0 : it->second);
     if (*total >= limit) return std::nullopt;
     ++pending_[caller];
     return Held(this, caller);

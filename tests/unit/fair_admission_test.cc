@@ -151,5 +151,28 @@ TEST(Admission, AGrantedTicketDroppedBeforeItsWaitFreesItsSlot) {
   EXPECT_FALSE(next->queued());
 }
 
+TEST(KeyCaps, AKeysOwnCapWinsAndTheRestComeFromTheDefaults) {
+  KeyCaps own{.max_sessions = 2};
+  const KeyCaps resolved = own.Or(DefaultKeyCaps());
+  EXPECT_EQ(resolved.max_sessions, 2u);
+  EXPECT_EQ(resolved.max_queued, DefaultKeyCaps().max_queued);
+  EXPECT_EQ(resolved.max_session_state_bytes, DefaultKeyCaps().max_session_state_bytes);
+}
+
+TEST(KeyCaps, APendingPlaceCountsUntilItIsReleased) {
+  Reservations places;
+  uint64_t total = 0;
+  size_t held_elsewhere = 1;  // what the caller holds already (a session open)
+  auto count = [&] { return held_elsewhere; };
+  auto first = places.Take("k", 2, count, &total);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(total, 1u);
+  EXPECT_FALSE(places.Take("k", 2, count, &total).has_value());  // 1 held + 1 pending
+  EXPECT_EQ(total, 2u);
+  EXPECT_TRUE(places.Take("other", 2, count, &total).has_value());  // per caller
+  { Reservations::Held done = std::move(*first); }
+  EXPECT_TRUE(places.Take("k", 2, count, &total).has_value());
+}
+
 }  // namespace
 }  // namespace execbox::engine
