@@ -231,12 +231,13 @@ int RunServe(const ServeArgs& args) {
   }
   // Every transport's requests (HTTP, MCP over HTTP) pass this one gate.
   api::Metrics metrics;
-  auto gate = std::make_unique<engine::Gate>(**engine, engine::GateOptions{.limits = config.limits,
-                                                                           .max_running = config.max_running,
-                                                                           .max_queue = config.max_queue,
-                                                                           .audit = audit.get(),
-                                                                           .observer = &metrics,
-                                                                           .key_defaults = config.key_defaults});
+  auto gate =
+      std::make_unique<engine::Gate>(**engine, engine::GateOptions{.limits = config.limits,
+                                                                   .max_running = config.max_running,
+                                                                   .max_queue = config.max_queue,
+                                                                   .audit = audit.get(),
+                                                                   .observer = &metrics,
+                                                                   .key_defaults = config.key_defaults});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();

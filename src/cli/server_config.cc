@@ -280,45 +280,44 @@ void Reader::CapFields(engine::KeyCaps& caps, const std::string& suffix, std::ve
 Status Reader::Key(const toml::table& table, const std::string& prefix, ApiKey& key) const {
   bool has_id = false, has_sha = false;
   std::vector<Field> fields{
-                      {"id",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto v = String(node, k);
-                         if (!v) return std::unexpected(v.error());
-                         if (!ValidKeyId(*v))
-                           return Err(node, k, "must be 1-64 characters of A-Z a-z 0-9 . _ @ -");
-                         key.id = *v;
-                         has_id = true;
-                         return {};
-                       }},
-                      {"sha256",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto v = String(node, k);
-                         if (!v) return std::unexpected(v.error());
-                         if (!ValidSha256Hex(*v)) {
-                           return Err(node, k,
-                                      "must be the token's SHA-256 as 64 hex digits "
-                                      "(e.g. printf %s \"$TOKEN\" | sha256sum)");
-                         }
-                         key.sha256_hex = Lower(*v);
-                         has_sha = true;
-                         return {};
-                       }},
-                      {"max_concurrent", SetUint(key.max_concurrent, 1, 1u << 20)},
-                      {"rate_per_second",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto d = Number(node, k, 1e9);
-                         if (!d) return std::unexpected(d.error());
-                         key.rate_per_second = *d;
-                         return {};
-                       }},
-                      {"burst",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto d = Number(node, k, 1e9);
-                         if (!d) return std::unexpected(d.error());
-                         if (*d < 1) return Err(node, k, "must be at least 1");
-                         key.burst = *d;
-                         return {};
-                       }},
+      {"id",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto v = String(node, k);
+         if (!v) return std::unexpected(v.error());
+         if (!ValidKeyId(*v)) return Err(node, k, "must be 1-64 characters of A-Z a-z 0-9 . _ @ -");
+         key.id = *v;
+         has_id = true;
+         return {};
+       }},
+      {"sha256",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto v = String(node, k);
+         if (!v) return std::unexpected(v.error());
+         if (!ValidSha256Hex(*v)) {
+           return Err(node, k,
+                      "must be the token's SHA-256 as 64 hex digits "
+                      "(e.g. printf %s \"$TOKEN\" | sha256sum)");
+         }
+         key.sha256_hex = Lower(*v);
+         has_sha = true;
+         return {};
+       }},
+      {"max_concurrent", SetUint(key.max_concurrent, 1, 1u << 20)},
+      {"rate_per_second",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto d = Number(node, k, 1e9);
+         if (!d) return std::unexpected(d.error());
+         key.rate_per_second = *d;
+         return {};
+       }},
+      {"burst",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto d = Number(node, k, 1e9);
+         if (!d) return std::unexpected(d.error());
+         if (*d < 1) return Err(node, k, "must be at least 1");
+         key.burst = *d;
+         return {};
+       }},
   };
   CapFields(key.caps, "", fields);
   if (auto s = Fields(table, prefix, fields); !s) return s;

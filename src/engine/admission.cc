@@ -83,13 +83,13 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   // This caller's executions running or waiting (0 is treated as 1).
   const size_t max_concurrent = std::max<size_t>(caller.max_concurrent, 1);
   if (bucket.active >= max_concurrent) {
-    Refusal refusal = TooMany(RefusalReason::kKeyConcurrency,
-                              "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
-                                  " executions running or queued (its limit is " +
-                                  std::to_string(max_concurrent) + ")",
-                              1);
-    refusal.extra = {{"cap", "max_concurrent"}, {"key", caller.id}, {"limit", max_concurrent},
-                     {"in_use", bucket.active}};
+    Refusal refusal =
+        TooMany(RefusalReason::kKeyConcurrency,
+                "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
+                    " executions running or queued (its limit is " + std::to_string(max_concurrent) + ")",
+                1);
+    refusal.extra = {
+        {"cap", "max_concurrent"}, {"key", caller.id}, {"limit", max_concurrent}, {"in_use", bucket.active}};
     return std::unexpected(std::move(refusal));
   }
 
@@ -97,9 +97,8 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   const bool run_now = running_ < max_running_ && waiting_.empty();
   if (!run_now && caller.caps.max_queued && waiting_.size(caller.id) >= *caller.caps.max_queued) {
     const size_t mine = waiting_.size(caller.id);
-    return std::unexpected(
-        OverCap(RefusalReason::kKeyQueue, caller.id, "max_queued", *caller.caps.max_queued, mine,
-                "executions queued"));
+    return std::unexpected(OverCap(RefusalReason::kKeyQueue, caller.id, "max_queued", *caller.caps.max_queued,
+                                   mine, "executions queued"));
   }
   if (!run_now && queued_ >= max_queue_) {
     return std::unexpected(TooMany(RefusalReason::kQueueFull,

@@ -413,7 +413,8 @@ Refused<T> Gate::InSlot(const Caller& caller, const Origin& origin, const char* 
 
 Refused<StateCopied> Gate::ForkSession(const Caller& caller, const std::string& id, const Origin& origin) {
   auto place = SessionPlace(caller);
-  if (!place) return std::unexpected(Reject(caller, origin, "session_fork", id, "", std::move(place.error())));
+  if (!place)
+    return std::unexpected(Reject(caller, origin, "session_fork", id, "", std::move(place.error())));
   if (auto room = StateRoom(caller); !room)
     return std::unexpected(Reject(caller, origin, "session_fork", id, "", std::move(room.error())));
   auto forked = InSlot<StateCopied>(caller, origin, "session_fork", id,
@@ -434,7 +435,8 @@ Refused<Sessions::Exported> Gate::ExportSession(const Caller& caller, const std:
 Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view sealed,
                                          const Origin& origin) {
   auto place = SessionPlace(caller);
-  if (!place) return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
+  if (!place)
+    return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
   if (auto room = StateRoom(caller); !room)
     return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(room.error())));
   auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {

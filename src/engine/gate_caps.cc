@@ -17,9 +17,8 @@ Refused<Reservations::Held> Gate::SessionPlace(const Caller& caller) {
   auto held = session_places_.Take(
       c.id, *c.caps.max_sessions, [&] { return engine_.sessions()->UseOf(c.id).sessions; }, &in_use);
   if (!held)
-    return std::unexpected(
-        OverCap(RefusalReason::kKeySessions, c.id, "max_sessions", *c.caps.max_sessions, in_use,
-                "sessions open or being made; close one"));
+    return std::unexpected(OverCap(RefusalReason::kKeySessions, c.id, "max_sessions", *c.caps.max_sessions,
+                                   in_use, "sessions open or being made; close one"));
   return std::move(*held);
 }
 
@@ -30,8 +29,8 @@ Refused<Reservations::Held> Gate::ProcessPlace(const Caller& caller) {
   auto held = process_places_.Take(
       c.id, *c.caps.max_processes, [&] { return engine_.sessions()->UseOf(c.id).processes; }, &in_use);
   if (!held)
-    return std::unexpected(OverCap(RefusalReason::kKeyProcesses, c.id, "max_processes",
-                                   *c.caps.max_processes, in_use, "processes running in its sessions"));
+    return std::unexpected(OverCap(RefusalReason::kKeyProcesses, c.id, "max_processes", *c.caps.max_processes,
+                                   in_use, "processes running in its sessions"));
   return std::move(*held);
 }
 

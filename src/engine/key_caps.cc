@@ -8,8 +8,8 @@ KeyCaps KeyCaps::Or(const KeyCaps& d) const {
   return KeyCaps{.max_sessions = max_sessions ? max_sessions : d.max_sessions,
                  .max_queued = max_queued ? max_queued : d.max_queued,
                  .max_processes = max_processes ? max_processes : d.max_processes,
-                 .max_session_state_bytes = max_session_state_bytes ? max_session_state_bytes
-                                                                    : d.max_session_state_bytes};
+                 .max_session_state_bytes =
+                     max_session_state_bytes ? max_session_state_bytes : d.max_session_state_bytes};
 }
 
 KeyCaps DefaultKeyCaps() {

@@ -17,9 +17,9 @@ namespace execbox::engine {
 
 // Unset: the server's default (GateOptions::key_defaults).
 struct KeyCaps {
-  std::optional<size_t> max_sessions;              // sessions open at once
-  std::optional<size_t> max_queued;                // executions waiting for a running slot
-  std::optional<size_t> max_processes;             // processes running in its sessions
+  std::optional<size_t> max_sessions;               // sessions open at once
+  std::optional<size_t> max_queued;                 // executions waiting for a running slot
+  std::optional<size_t> max_processes;              // processes running in its sessions
   std::optional<uint64_t> max_session_state_bytes;  // kept snapshots of its sessions' state
 
   // Each unset cap taken from `defaults`.

@@ -694,8 +694,8 @@ TEST(McpToolSchemas, OfferPackagesOnlyWithAWheelhouse) {
 }
 
 TEST(McpToolSchemas, ARefusalCarriesHttpsProblemAsStructuredContent) {
-  engine::Refusal refusal = engine::OverCap(engine::RefusalReason::kKeySessions, "k", "max_sessions", 2, 2,
-                                            "sessions open");
+  engine::Refusal refusal =
+      engine::OverCap(engine::RefusalReason::kKeySessions, "k", "max_sessions", 2, 2, "sessions open");
   json result = RefusalToolResult(refusal);
   EXPECT_TRUE(result["isError"].get<bool>());
   const json& problem = result["structuredContent"];
@@ -705,7 +705,8 @@ TEST(McpToolSchemas, ARefusalCarriesHttpsProblemAsStructuredContent) {
   EXPECT_EQ(problem["detail"], refusal.detail);
   EXPECT_EQ(problem["cap"], "max_sessions");
   EXPECT_EQ(problem["limit"], 2);
-  EXPECT_EQ(result["content"][0]["text"].get<std::string>().rfind("[execbox] refused (key-sessions): ", 0), 0u);
+  EXPECT_EQ(result["content"][0]["text"].get<std::string>().rfind("[execbox] refused (key-sessions): ", 0),
+            0u);
 }
 
 TEST(McpToolSchemas, CreateSessionTakesPackagesBesideItsLimits) {

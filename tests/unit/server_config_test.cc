@@ -230,7 +230,8 @@ max_session_state_mb_per_key = 100
 
 [[keys]]
 id = "alice"
-sha256 = ")" + kAliceHash + R"("
+sha256 = ")" + kAliceHash +
+                R"("
 max_sessions = 2
 max_queued = 3
 max_processes = 5
@@ -255,7 +256,8 @@ max_session_state_mb = 7
 
 TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeParsing) {
   // toml++ 3.3.0 reaches undefined behaviour on these (fuzz/findings/README.md).
-  for (const char* text : {"\xc3\xa9 = 1\n", "a = 1 \xca\x9e\n", "[t\xc3\xa9]\n", "listen = \"x\"\n[[keys]]\n\xc3\xa9 = 1"}) {
+  for (const char* text :
+       {"\xc3\xa9 = 1\n", "a = 1 \xca\x9e\n", "[t\xc3\xa9]\n", "listen = \"x\"\n[[keys]]\n\xc3\xa9 = 1"}) {
     const std::string error = LoadError(text);
     EXPECT_NE(error.find("non-ASCII character outside a string or a comment"), std::string::npos) << error;
     EXPECT_NE(error.find("execbox.toml:"), std::string::npos) << error;

@@ -391,9 +391,10 @@ json RefusalToolResult(const engine::Refusal& refusal) {
 
 json OrRefusal(json output) {
   json str = {{"type", "string"}};
-  json problem = {{"type", "object"},
-                  {"properties", {{"type", str}, {"title", str}, {"status", {{"type", "integer"}}}, {"detail", str}}},
-                  {"required", {"type", "title", "status", "detail"}}};
+  json problem = {
+      {"type", "object"},
+      {"properties", {{"type", str}, {"title", str}, {"status", {{"type", "integer"}}}, {"detail", str}}},
+      {"required", {"type", "title", "status", "detail"}}};
   return {{"type", "object"}, {"anyOf", {std::move(output), std::move(problem)}}};
 }
 
