@@ -149,7 +149,8 @@ int RunMcp(const McpArgs& args) {
   engine::Gate gate(**engine, {.limits = config.limits,
                                .max_running = config.max_running,
                                .max_queue = config.max_queue,
-                               .audit = audit.get()});
+                               .audit = audit.get(),
+                               .key_defaults = config.key_defaults});
   // What the sandbox can import, named in execute_python's description (see serve_command.cc).
   (void)gate.Packages();
   std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "

@@ -31,7 +31,10 @@ const std::string kServeHelp =
     "Every route but /livez and /readyz needs 'Authorization: Bearer <token>', except on the Unix\n"
     "socket, where the kernel names the client: the server's user, root and its group's members.\n"
     "Keys come from the config file ([[keys]], stored as SHA-256) or EXECBOX_API_KEYS (comma-separated\n"
-    "tokens). With no key configured the server only listens on loopback and prints a generated\n"
+    "tokens). Each key has caps: max_concurrent, max_sessions, max_queued, max_processes and\n"
+    "max_session_state_mb in its [[keys]] entry, else the server's ([admission] max_sessions_per_key,\n"
+    "...); past one a request gets 429 naming it, and running slots go to the keys in turn.\n"
+    "With no key configured the server only listens on loopback and prints a generated\n"
     "token. SIGTERM or SIGINT: stop accepting, let running executions finish for up to the grace\n"
     "period, stop the rest, save the sessions (with --session-state-dir), clean up, exit 0.\n"
     "SIGHUP: read the keys again (config file and\n"
@@ -233,7 +236,8 @@ int RunServe(const ServeArgs& args) {
                                                                            .max_queue = config.max_queue,
                                                                            .network = config.network,
                                                                            .audit = audit.get(),
-                                                                           .observer = &metrics});
+                                                                           .observer = &metrics,
+                                                                           .key_defaults = config.key_defaults});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();

@@ -14,6 +14,7 @@
 
 #include "api/http/auth.h"
 #include "base/io.h"
+#include "cli/toml_precheck.h"
 #include "engine/sessions.h"
 
 namespace execbox::cli {
@@ -99,7 +100,7 @@ class Reader {
  private:
   using Handler = std::function<Status(const toml::node&, const std::string&)>;
   struct Field {
-    std::string_view name;
+    std::string name;
     Handler handle;
   };
 
@@ -148,6 +149,9 @@ class Reader {
   Status Limits(const toml::table& table, const std::string& prefix, jail::Limits& l) const;
   Status Keys(const toml::node& node, std::vector<ApiKey>& keys) const;
   Status Key(const toml::table& table, const std::string& prefix, ApiKey& key) const;
+  // The caps per key (engine/key_caps.h) under their [[keys]] names, each with `suffix`
+  // ("" in [[keys]], "_per_key" for the server's defaults in [admission]).
+  void CapFields(engine::KeyCaps& caps, const std::string& suffix, std::vector<Field>& fields) const;
 
   static std::string TypeName(const toml::node& node) {
     switch (node.type()) {
@@ -239,7 +243,7 @@ Status Reader::Limits(const toml::table& table, const std::string& prefix, jail:
   std::vector<Field> fields;
   for (const auto& spec : engine::LimitTable()) {
     fields.push_back(
-        {spec.name, [this, &spec, &l](const toml::node& node, const std::string& key) -> Status {
+        {std::string(spec.name), [this, &spec, &l](const toml::node& node, const std::string& key) -> Status {
            double value = 0;
            if (const auto* i = node.as_integer()) {
              value = static_cast<double>(i->get());
@@ -260,51 +264,63 @@ Status Reader::Limits(const toml::table& table, const std::string& prefix, jail:
   return Fields(table, prefix, fields);
 }
 
+void Reader::CapFields(engine::KeyCaps& caps, const std::string& suffix, std::vector<Field>& fields) const {
+  fields.push_back({"max_sessions" + suffix, SetUint(caps.max_sessions, 0, 1u << 16)});
+  fields.push_back({"max_queued" + suffix, SetUint(caps.max_queued, 0, 1u << 20)});
+  fields.push_back({"max_processes" + suffix, SetUint(caps.max_processes, 0, 1u << 20)});
+  fields.push_back({"max_session_state_mb" + suffix,
+                    [this, &caps](const toml::node& node, const std::string& k) -> Status {
+                      auto mb = Uint(node, k, 0, 1u << 24);
+                      if (!mb) return std::unexpected(mb.error());
+                      caps.max_session_state_bytes = *mb << 20;
+                      return {};
+                    }});
+}
+
 Status Reader::Key(const toml::table& table, const std::string& prefix, ApiKey& key) const {
   bool has_id = false, has_sha = false;
-  auto s = Fields(table, prefix,
-                  {
-                      {"id",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto v = String(node, k);
-                         if (!v) return std::unexpected(v.error());
-                         if (!ValidKeyId(*v))
-                           return Err(node, k, "must be 1-64 characters of A-Z a-z 0-9 . _ @ -");
-                         key.id = *v;
-                         has_id = true;
-                         return {};
-                       }},
-                      {"sha256",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto v = String(node, k);
-                         if (!v) return std::unexpected(v.error());
-                         if (!ValidSha256Hex(*v)) {
-                           return Err(node, k,
-                                      "must be the token's SHA-256 as 64 hex digits "
-                                      "(e.g. printf %s \"$TOKEN\" | sha256sum)");
-                         }
-                         key.sha256_hex = Lower(*v);
-                         has_sha = true;
-                         return {};
-                       }},
-                      {"max_concurrent", SetUint(key.max_concurrent, 1, 1u << 20)},
-                      {"rate_per_second",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto d = Number(node, k, 1e9);
-                         if (!d) return std::unexpected(d.error());
-                         key.rate_per_second = *d;
-                         return {};
-                       }},
-                      {"burst",
-                       [&](const toml::node& node, const std::string& k) -> Status {
-                         auto d = Number(node, k, 1e9);
-                         if (!d) return std::unexpected(d.error());
-                         if (*d < 1) return Err(node, k, "must be at least 1");
-                         key.burst = *d;
-                         return {};
-                       }},
-                  });
-  if (!s) return s;
+  std::vector<Field> fields{
+      {"id",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto v = String(node, k);
+         if (!v) return std::unexpected(v.error());
+         if (!ValidKeyId(*v)) return Err(node, k, "must be 1-64 characters of A-Z a-z 0-9 . _ @ -");
+         key.id = *v;
+         has_id = true;
+         return {};
+       }},
+      {"sha256",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto v = String(node, k);
+         if (!v) return std::unexpected(v.error());
+         if (!ValidSha256Hex(*v)) {
+           return Err(node, k,
+                      "must be the token's SHA-256 as 64 hex digits "
+                      "(e.g. printf %s \"$TOKEN\" | sha256sum)");
+         }
+         key.sha256_hex = Lower(*v);
+         has_sha = true;
+         return {};
+       }},
+      {"max_concurrent", SetUint(key.max_concurrent, 1, 1u << 20)},
+      {"rate_per_second",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto d = Number(node, k, 1e9);
+         if (!d) return std::unexpected(d.error());
+         key.rate_per_second = *d;
+         return {};
+       }},
+      {"burst",
+       [&](const toml::node& node, const std::string& k) -> Status {
+         auto d = Number(node, k, 1e9);
+         if (!d) return std::unexpected(d.error());
+         if (*d < 1) return Err(node, k, "must be at least 1");
+         key.burst = *d;
+         return {};
+       }},
+  };
+  CapFields(key.caps, "", fields);
+  if (auto s = Fields(table, prefix, fields); !s) return s;
   if (!has_id) return Err(table, prefix + ".id", "missing");
   if (!has_sha) return Err(table, prefix + ".sha256", "missing");
   return {};
@@ -410,11 +426,12 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                  });
            })},
           {"admission", section([&](const toml::table& t, const std::string& prefix) {
-             return Fields(t, prefix,
-                           {
-                               {"max_running", SetUint(c.max_running, 0, 1u << 16)},
-                               {"max_queue", SetUint(c.max_queue, 0, 1u << 20)},
-                           });
+             std::vector<Field> fields{
+                 {"max_running", SetUint(c.max_running, 0, 1u << 16)},
+                 {"max_queue", SetUint(c.max_queue, 0, 1u << 20)},
+             };
+             CapFields(c.key_defaults, "_per_key", fields);
+             return Fields(t, prefix, fields);
            })},
           {"engine", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(
@@ -516,6 +533,8 @@ Status CheckWheelhouse(const std::string& dir) {
 Status LoadConfigFile(const std::string& path, ServerConfig& config) {
   auto text = ReadFile(path, 1u << 20);
   if (!text) return std::unexpected(Context("config " + path, text.error()));
+
+  if (auto checked = CheckTomlText(*text, path); !checked) return checked;  // before toml++ sees it
 
   ServerConfig updated = config;
   const Reader reader(path);

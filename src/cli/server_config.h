@@ -10,6 +10,7 @@
 
 #include "api/http/auth.h"
 #include "base/error.h"
+#include "engine/key_caps.h"
 #include "engine/limit_schema.h"
 #include "engine/net_policy.h"
 
@@ -42,6 +43,9 @@ struct ServerConfig {
   // Admission: executions running at once, and waiting beyond those; past both, 429.
   size_t max_running = 0;  // 0: twice the warm workers, at least 2
   size_t max_queue = 64;
+  // The caps of a key whose [[keys]] entry leaves one unset ([admission] max_sessions_per_key,
+  // ...; engine/key_caps.h).
+  engine::KeyCaps key_defaults = engine::DefaultKeyCaps();
 
   // Limits ([limits.default] and [limits.max], engine/limit_schema.h): what a request gets by
   // default, and the most it may ask for (422 beyond).

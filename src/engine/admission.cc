@@ -83,15 +83,23 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   // This caller's executions running or waiting (0 is treated as 1).
   const size_t max_concurrent = std::max<size_t>(caller.max_concurrent, 1);
   if (bucket.active >= max_concurrent) {
-    return std::unexpected(TooMany(RefusalReason::kKeyConcurrency,
-                                   "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
-                                       " executions running or queued (its limit is " +
-                                       std::to_string(max_concurrent) + ")",
-                                   1));
+    Refusal refusal =
+        TooMany(RefusalReason::kKeyConcurrency,
+                "caller '" + caller.id + "' already has " + std::to_string(bucket.active) +
+                    " executions running or queued (its limit is " + std::to_string(max_concurrent) + ")",
+                1);
+    refusal.extra = {
+        {"cap", "max_concurrent"}, {"key", caller.id}, {"limit", max_concurrent}, {"in_use", bucket.active}};
+    return std::unexpected(std::move(refusal));
   }
 
   // A free slot with nobody waiting: run now.
   const bool run_now = running_ < max_running_ && waiting_.empty();
+  if (!run_now && caller.caps.max_queued && waiting_.size(caller.id) >= *caller.caps.max_queued) {
+    const size_t mine = waiting_.size(caller.id);
+    return std::unexpected(OverCap(RefusalReason::kKeyQueue, caller.id, "max_queued", *caller.caps.max_queued,
+                                   mine, "executions queued"));
+  }
   if (!run_now && queued_ >= max_queue_) {
     return std::unexpected(TooMany(RefusalReason::kQueueFull,
                                    std::to_string(running_) + " executions are running and " +
@@ -106,7 +114,7 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   }
   Ticket ticket(this, caller.id);
   ticket.waiting_seq_ = next_seq_++;
-  waiting_.insert(*ticket.waiting_seq_);
+  waiting_.Push(caller.id, *ticket.waiting_seq_);
   ++queued_;
   return ticket;
 }
@@ -116,20 +124,30 @@ Refused<void> Admission::Wait(Ticket& ticket, const std::atomic<bool>* cancel) {
   std::unique_lock lock(mu_);
   const uint64_t seq = *ticket.waiting_seq_;
   while (true) {
+    // Given a slot by Dispatch (already counted as running): run.
+    if (granted_.erase(seq) > 0) break;
     if (closed_) return std::unexpected(ShuttingDown());  // the ticket's destructor dequeues it
     if (cancel != nullptr && cancel->load()) {
       return Refuse(RefusalReason::kCancelled, "the request was cancelled while waiting for a slot");
     }
-    if (running_ < max_running_ && *waiting_.begin() == seq) break;
     freed_.wait_for(lock, std::chrono::milliseconds(100));
   }
-  waiting_.erase(seq);
   ticket.waiting_seq_.reset();
-  --queued_;
-  ++running_;
-  // More than one slot may have been freed: let the next waiter look too.
-  freed_.notify_all();
   return {};
+}
+
+void Admission::Dispatch() {
+  if (closed_) return;  // the queued are told "shutting-down", not given slots
+  bool granted = false;
+  while (running_ < max_running_) {
+    auto next = waiting_.Pop();
+    if (!next) break;
+    granted_.insert(next->second);
+    --queued_;
+    ++running_;
+    granted = true;
+  }
+  if (granted) freed_.notify_all();
 }
 
 void Admission::Close() {
@@ -155,18 +173,31 @@ size_t Admission::queued() const {
   return queued_;
 }
 
-void Admission::Leave(const std::string& key_id, std::optional<uint64_t> waiting_seq) {
-  {
-    std::lock_guard lock(mu_);
-    if (waiting_seq) {
-      waiting_.erase(*waiting_seq);  // still queued: it never ran
-      if (queued_ > 0) --queued_;
-    } else if (running_ > 0) {
-      --running_;
-    }
-    auto it = callers_.find(key_id);
-    if (it != callers_.end() && it->second.active > 0) --it->second.active;
+std::map<std::string, KeyUse> Admission::Use() const {
+  std::lock_guard lock(mu_);
+  std::map<std::string, KeyUse> use;
+  for (const auto& [id, bucket] : callers_) {
+    if (bucket.active == 0) continue;
+    const size_t queued = waiting_.size(id);
+    use[id] = KeyUse{.running = bucket.active - std::min(queued, bucket.active), .queued = queued};
   }
+  return use;
+}
+
+void Admission::Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq) {
+  std::lock_guard lock(mu_);
+  if (waiting_seq) {
+    if (granted_.erase(*waiting_seq) > 0) {  // given a slot it never used
+      if (running_ > 0) --running_;
+    } else if (waiting_.Remove(caller_id, *waiting_seq) && queued_ > 0) {  // still queued: it never ran
+      --queued_;
+    }
+  } else if (running_ > 0) {
+    --running_;
+  }
+  auto it = callers_.find(caller_id);
+  if (it != callers_.end() && it->second.active > 0) --it->second.active;
+  Dispatch();
   freed_.notify_all();
 }
 

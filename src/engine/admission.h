@@ -1,6 +1,8 @@
 // Admission control: a bounded number of executions run at once and a bounded number wait;
 // past both a request is refused at once (retry later), never dropped later. Per caller: a
-// token-bucket rate and a cap on its executions running or waiting. Only the gate uses it.
+// token-bucket rate, a cap on its executions running or waiting and one on those waiting. A
+// freed slot goes to the callers in turn (fair_queue.h), each caller's oldest first. Only the
+// gate uses it.
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,8 @@
 #include <set>
 #include <string>
 
+#include "engine/fair_queue.h"
+#include "engine/key_caps.h"
 #include "engine/refusal.h"
 
 namespace execbox::engine {
@@ -23,6 +27,7 @@ struct Caller {
   size_t max_concurrent = 8;   // executions of this caller running or queued at once
   double rate_per_second = 0;  // sustained executions per second (token bucket); <= 0: no limit
   double burst = 40;           // ... with this many at once
+  KeyCaps caps;                // unset ones: the server's defaults (the gate fills them in)
 };
 
 class Admission;
@@ -49,7 +54,8 @@ class Admission {
  public:
   Admission(size_t max_running, size_t max_queue);
   // Never blocks: a running ticket, a queued one, or the refusal ("rate-limited",
-  // "key-concurrency", "queue-full", "shutting-down"). A refused request takes no rate token.
+  // "key-concurrency", "key-queue" (caller.caps.max_queued; unset: no cap of its own),
+  // "queue-full", "shutting-down"). A refused request takes no rate token.
   Refused<Ticket> Reserve(const Caller& caller);
   // Turns a queued ticket into a running one ("shutting-down" on Close, "cancelled" when
   // `cancel` is set meanwhile; the ticket then leaves the queue when destroyed).
@@ -60,10 +66,14 @@ class Admission {
 
   size_t running() const;
   size_t queued() const;
+  // Each caller's executions running and queued now (callers with none left out).
+  std::map<std::string, KeyUse> Use() const;
 
  private:
   friend class Ticket;
   void Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq);
+  // Hands free running slots to waiters, in turn (under mu_).
+  void Dispatch();
   struct Bucket {
     double tokens = 0;
     std::chrono::steady_clock::time_point refilled;
@@ -75,9 +85,10 @@ class Admission {
   size_t running_ = 0, queued_ = 0;
   bool closed_ = false;
   std::map<std::string, Bucket> callers_;
-  // Waiters in arrival order (sequence numbers): a freed slot goes to the oldest, and a new
-  // request never overtakes the queue.
-  std::set<uint64_t> waiting_;
+  // Waiters by caller, served in turn; a new request never overtakes the queue. A waiter given a
+  // slot moves to granted_ (counted in running_) until its Wait sees it.
+  FairQueue waiting_;
+  std::set<uint64_t> granted_;
   uint64_t next_seq_ = 0;
 };
 

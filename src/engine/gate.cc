@@ -206,6 +206,10 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
     auto created = engine_.sessions()->CreatedWith(caller.id, session_id);
     if (!created) return refuse(SessionNotFound(session_id, engine_.instance()));
     session_limits = *created;
+    // A checkpointing session keeps one more snapshot for this execution.
+    if (engine_.sessions()->Checkpoints(caller.id, session_id)) {
+      if (auto room = StateRoom(caller); !room) return refuse(std::move(room.error()));
+    }
   }
   auto limits = ResolveLimits(request.limits, session_limits ? &*session_limits : nullptr);
   if (!limits) return refuse(std::move(limits.error()));
@@ -214,7 +218,7 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
   if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
   if (auto net = CheckNetwork(request); !net) return refuse(std::move(net.error()));
-  auto ticket = admission_.Reserve(caller);
+  auto ticket = admission_.Reserve(WithCaps(caller));
   if (!ticket) return refuse(std::move(ticket.error()));
   Admitted admitted;
   admitted.ticket = std::move(*ticket);
@@ -343,9 +347,14 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
   auto limits = ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
   if (!limits) return refuse(std::move(limits.error()));
+  auto place = SessionPlace(caller);  // held until the session exists (or failed)
+  if (!place) return refuse(std::move(place.error()));
+  if (checkpoint) {
+    if (auto room = StateRoom(caller); !room) return refuse(std::move(room.error()));
+  }
   // Making a session's child costs a fork of the warm interpreter: it takes a slot and the
   // caller's rate like an execution, so a flood of creations is refused, not forked.
-  auto ticket = admission_.Reserve(caller);
+  auto ticket = admission_.Reserve(WithCaps(caller));
   if (!ticket) return refuse(std::move(ticket.error()));
   if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
   auto info = engine_.sessions()->Create(caller.id, *limits, checkpoint);
@@ -415,7 +424,7 @@ Refused<T> Gate::InSlot(const Caller& caller, const Origin& origin, const char* 
   };
   if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
   if (closed()) return refuse(ShuttingDown());
-  auto ticket = admission_.Reserve(caller);
+  auto ticket = admission_.Reserve(WithCaps(caller));
   if (!ticket) return refuse(std::move(ticket.error()));
   if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
   auto done = call(*engine_.sessions());
@@ -425,6 +434,11 @@ Refused<T> Gate::InSlot(const Caller& caller, const Origin& origin, const char* 
 }
 
 Refused<StateCopied> Gate::ForkSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  auto place = SessionPlace(caller);
+  if (!place)
+    return std::unexpected(Reject(caller, origin, "session_fork", id, "", std::move(place.error())));
+  if (auto room = StateRoom(caller); !room)
+    return std::unexpected(Reject(caller, origin, "session_fork", id, "", std::move(room.error())));
   auto forked = InSlot<StateCopied>(caller, origin, "session_fork", id,
                                     [&](Sessions& sessions) { return sessions.Fork(caller.id, id); });
   if (forked) Audit(caller, origin, "session_fork", forked->info.id, "", "forked:" + id, nullptr);
@@ -442,6 +456,11 @@ Refused<Sessions::Exported> Gate::ExportSession(const Caller& caller, const std:
 
 Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view sealed,
                                          const Origin& origin) {
+  auto place = SessionPlace(caller);
+  if (!place)
+    return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
+  if (auto room = StateRoom(caller); !room)
+    return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(room.error())));
   auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {
     return sessions.Import(caller.id, sealed, options_.limits.maxima);
   });
@@ -535,7 +554,16 @@ std::optional<std::vector<std::string>> Gate::WheelNames() const {
 GateStats Gate::Stats() {
   GateStats stats{.warm = engine_.warm(), .closed = closed(), .running = running(), .queued = queued()};
   if (auto* pool = engine_.pool()) stats.pool = pool->Stats();
-  if (auto* sessions = engine_.sessions()) stats.sessions = sessions->size();
+  stats.keys = admission_.Use();
+  if (auto* sessions = engine_.sessions()) {
+    stats.sessions = sessions->size();
+    for (auto& [id, use] : sessions->Use()) {
+      KeyUse& mine = stats.keys[id];
+      mine.sessions = use.sessions;
+      mine.processes = use.processes;
+      mine.session_state_bytes = use.session_state_bytes;
+    }
+  }
   return stats;
 }
 

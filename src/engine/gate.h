@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -67,6 +68,8 @@ struct GateOptions {
   NetPolicy network;
   AuditLog* audit = nullptr;
   GateObserver* observer = nullptr;
+  // The caps of a caller whose own ([[keys]]) leave one unset (key_caps.h).
+  KeyCaps key_defaults = DefaultKeyCaps();
 };
 
 // An execution admitted and not yet run: it holds a running or a queued slot, released when
@@ -97,6 +100,8 @@ struct GateStats {
   size_t queued = 0;
   size_t sessions = 0;
   PoolStats pool;  // all zero when cold
+  // Each caller's use now (callers holding nothing left out), for /metrics.
+  std::map<std::string, KeyUse> keys;
 };
 
 class Gate {
@@ -242,6 +247,15 @@ class Gate {
                     Call call);
   void Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
              const std::string& code, const std::string& status, const nlohmann::json& usage);
+  // The caps per key (gate_caps.cc). The caller with its unset caps taken from the defaults.
+  Caller WithCaps(const Caller& caller) const;
+  // A place for one more session (max_sessions), held until the session exists or failed.
+  Refused<Reservations::Held> SessionPlace(const Caller& caller);
+  // A place for one more process in the caller's sessions (max_processes).
+  Refused<Reservations::Held> ProcessPlace(const Caller& caller);
+  // Room for more kept session state (max_session_state_mb): refused once the caller's kept
+  // state reaches its cap (what a snapshot weighs is known only once it is taken).
+  Refused<void> StateRoom(const Caller& caller);
 
   Engine& engine_;
   GateOptions options_;
@@ -251,6 +265,7 @@ class Gate {
   std::chrono::steady_clock::time_point packages_retry_at_;
   size_t max_running_;
   Admission admission_;
+  Reservations session_places_, process_places_;
 };
 
 // "session-not-found" for a session `id` that this caller does not have.

@@ -63,6 +63,8 @@ Refused<ProcessInfo> Gate::StartProcess(const Caller& caller, const std::string&
   if (closed()) return refuse(ShuttingDown());
   auto table = ProcessesOf(caller, id, true);
   if (!table) return refuse(std::move(table.error()));
+  auto place = ProcessPlace(caller);  // held until the process runs (then counted as running)
+  if (!place) return refuse(std::move(place.error()));
   auto started = (*table)->Start(spec, follower);
   if (!started) return refuse(FromProcess(started.error()));
   Audit(caller, origin, route, id, command, "started:" + std::to_string(started->pid), nullptr);

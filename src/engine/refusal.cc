@@ -12,6 +12,14 @@ RefusalSpec RefusalSpecOf(RefusalReason reason) {
       return {K::kTooMany, "key-concurrency", "Too many concurrent executions"};
     case R::kQueueFull:
       return {K::kTooMany, "queue-full", "Server busy"};
+    case R::kKeySessions:
+      return {K::kTooMany, "key-sessions", "Too many sessions for this key"};
+    case R::kKeyQueue:
+      return {K::kTooMany, "key-queue", "Too many queued executions for this key"};
+    case R::kKeyProcesses:
+      return {K::kTooMany, "key-processes", "Too many session processes for this key"};
+    case R::kKeySessionState:
+      return {K::kTooMany, "key-session-state", "Too much session state for this key"};
     case R::kShuttingDown:
       return {K::kUnavailable, "shutting-down", "Shutting down"};
     case R::kCancelled:

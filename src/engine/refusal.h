@@ -28,6 +28,11 @@ enum class RefusalReason {
   kKeyConcurrency,
   kQueueFull,
   kShuttingDown,
+  // a key's caps (key_caps.h): each names its cap in the refusal's extra
+  kKeySessions,
+  kKeyQueue,
+  kKeyProcesses,
+  kKeySessionState,
   kCancelled,
   // sessions
   kSessionNotFound,

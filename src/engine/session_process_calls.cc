@@ -220,4 +220,11 @@ ProcessExpected<ProcessInfo> SessionProcesses::Wait(int32_t pid, Clock::time_poi
   return InfoOf(*r);
 }
 
+size_t SessionProcesses::running() {
+  Lock lock(mu_);
+  size_t count = pending_.size();
+  for (const auto& [pid, r] : records_) count += r->running ? 1 : 0;
+  return count;
+}
+
 }  // namespace execbox::engine

@@ -100,6 +100,8 @@ class SessionProcesses : public std::enable_shared_from_this<SessionProcesses> {
   void Bind(std::shared_ptr<jail::InitLink> link, ProcessPoller* poller);
   // A sandbox is bound and its init still answers.
   bool ready();
+  // Processes running or starting now (a key's max_processes counts them).
+  size_t running();
 
   class Follower;
   // With `follower`, the process is followed from its first byte (Follow): nothing it writes

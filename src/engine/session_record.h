@@ -40,6 +40,9 @@ struct Sessions::Session {
   bool restored = false;           // ... which the next reply says, with what did not come back
   std::string restored_note;
   std::vector<LeftOut> restored_left_out;
+  // Bytes of state the server keeps for it (its checkpoint, a state taken back and not yet
+  // restored): counted whenever run_mu is free (session_use.cc), read at any time.
+  std::atomic<uint64_t> state_bytes{0};
 };
 
 inline SessionFailure Internal(std::string message) { return {SessionError::kInternal, std::move(message)}; }

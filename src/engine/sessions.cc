@@ -184,6 +184,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
   if (s->checkpoint) {
     Checkpoint(*s);
+    CountState(*s);  // held while the execution runs: the key's caps see it now
     if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
   }
   auto request = runtime::MakeRequest(program, true);

@@ -30,6 +30,7 @@
 
 #include "base/error.h"
 #include "engine/execute_options.h"
+#include "engine/key_caps.h"
 #include "engine/pool.h"
 #include "engine/process_poller.h"
 #include "engine/result.h"
@@ -182,6 +183,14 @@ class Sessions {
   SessionExpected<std::shared_ptr<SessionProcesses>> Processes(const std::string& owner,
                                                                const std::string& id, bool restart = false);
   size_t size();
+  // What `owner` holds now: sessions open, processes running in them, bytes of state kept
+  // (sessions, processes and session_state_bytes of KeyUse; session_use.cc). Never waits for a
+  // running execution: its session's state is counted as it was before it.
+  KeyUse UseOf(const std::string& owner);
+  // Whether the owner's session keeps a checkpoint before each execution (false when none).
+  bool Checkpoints(const std::string& owner, const std::string& id);
+  // The same for every owner with a session, for /metrics.
+  std::map<std::string, KeyUse> Use();
   // Closes sessions idle past the TTL now (the background sweep calls it too).
   size_t SweepIdle();
 
@@ -208,6 +217,10 @@ class Sessions {
   SessionExpected<void> EnsureChild(Session& s);
   // The snapshot before an execution, for Undo (a session created with checkpoint).
   void Checkpoint(Session& s);
+  // Counts the session's kept state into state_bytes; run_mu held.
+  static void CountState(Session& s);
+  // Adds one session to `use` (its state counted anew when run_mu is free).
+  static void AddUse(Session& s, KeyUse& use);
   // A session taken back after a restart is restored into a child on its first use.
   void RestoreSaved(Session& s);
   // Writes the session's file (a durable store only); a failure is logged, never the caller's.

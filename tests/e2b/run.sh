@@ -17,6 +17,8 @@ status=$?
 key=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 other=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 plain=plain-$(head -c 18 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+# A key capped at one sandbox (max_sessions = 1): its second is refused with E2B's rate-limit error.
+capped=e2b_$(head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n')
 log=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b.XXXXXX")
 # The main key without the default rate (20 a second, 40 at once): the SDK's file and process
 # calls are executions too, and the checks run them as fast as the machine goes. The others
@@ -24,6 +26,8 @@ log=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b.XXXXXX")
 config=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b-config.XXXXXX")
 printf '[[keys]]\nid = "e2b-test"\nsha256 = "%s"\nrate_per_second = 1000\nburst = 1000\nmax_concurrent = 16\n' \
   "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$config"
+printf '[[keys]]\nid = "e2b-capped"\nsha256 = "%s"\nmax_sessions = 1\n' \
+  "$(printf %s "$capped" | sha256sum | cut -d' ' -f1)" >>"$config"
 EXECBOX_API_KEYS="$other,$plain" "$execbox" serve --config "$config" --listen 127.0.0.1:0 2>"$log" &
 server=$!
 stop() {
@@ -56,7 +60,7 @@ for pair in "${pairs[@]}"; do
   # The newer SDKs take any key; older ones insist on e2b_<hex>.
   plain_arg=
   [[ $pair == new ]] && plain_arg=$plain
-  env -i PATH="$PATH" HOME="${HOME:-/root}" E2B_API_URL="$url" E2B_SANDBOX_URL="$url" E2B_API_KEY="$key" \
+  env -i PATH="$PATH" HOME="${HOME:-/root}" E2B_API_URL="$url" E2B_SANDBOX_URL="$url" E2B_API_KEY="$key" EXECBOX_CAPPED_KEY="$capped" \
     "$node_bin" "$dir/sdk_test.mjs" "$pair" "$other" $plain_arg || status=1
 done
 if [[ $status -ne 0 ]]; then

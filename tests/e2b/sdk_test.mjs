@@ -588,6 +588,22 @@ await check('a sandbox ends at its timeout', async () => {
   await throws(() => short.runCode('1'), /NotFound|no sandbox|ended/, 'code after the timeout')
 })
 
+// A key with max_sessions = 1 (run.sh's config): its second sandbox is refused with 429, which the
+// SDK raises as RateLimitError; with the first killed, it may have one again.
+const cappedKey = process.env.EXECBOX_CAPPED_KEY
+if (cappedKey) {
+  await check('a key past its max_sessions gets RateLimitError', async () => {
+    const one = await Sandbox.create({ apiKey: cappedKey })
+    try {
+      await throws(() => Sandbox.create({ apiKey: cappedKey }), /RateLimit/i, 'a second sandbox')
+    } finally {
+      await one.kill()
+    }
+    const again = await Sandbox.create({ apiKey: cappedKey })
+    await again.kill()
+  })
+}
+
 await check('kill ends the sandbox', async () => {
   await sbx.kill()
   assert((await sbx.isRunning()) === false, 'still running')

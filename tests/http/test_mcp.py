@@ -69,10 +69,14 @@ class McpGateTest(ApiTestCase):
         return client
 
     def assertRefused(self, result, type_, *needles):
-        """A tool result the gate refused: isError, no structuredContent, the text
-        "[execbox] refused (TYPE): ..." naming each needle."""
+        """A tool result the gate refused: isError, the text "[execbox] refused (TYPE): ..."
+        naming each needle, and as structuredContent the problem HTTP would send."""
         self.assertTrue(result.get("isError"), result)
-        self.assertNotIn("structuredContent", result)
+        problem = result["structuredContent"]
+        self.assertEqual(problem["type"], "urn:execbox:problem:" + type_, problem)
+        self.assertIsInstance(problem["status"], int)
+        self.assertTrue(problem["title"] and problem["detail"], problem)
+        self.assertValid("Problem", problem)
         text = tool_text(result)
         self.assertTrue(text.startswith(f"{REFUSED}{type_}): "), text)
         for n in needles:
@@ -504,7 +508,8 @@ class McpGateTest(ApiTestCase):
                 ran.append(tuple(float(x) for x in r["structuredContent"]["stdout"].split()))
             else:
                 self.assertIn(type_, ("rate-limited", "key-concurrency"), tool_text(r))
-                self.assertNotIn("structuredContent", r)
+                self.assertEqual(r["structuredContent"]["type"], "urn:execbox:problem:" + type_, r)
+                self.assertEqual(r["structuredContent"]["status"], 429, r)
                 self.assertIn("retry after", tool_text(r))
                 # At once: long before the admitted calls (4 s of sleep) end.
                 self.assertLess(took, 3, f"call {i} was refused only after {took:.1f} s")

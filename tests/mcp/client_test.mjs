@@ -127,7 +127,7 @@ await step("session", async () => {
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
   check("session: closed", closed.isError === false && closed.structuredContent?.session_id === id, JSON.stringify(closed));
   const gone = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: id } }, undefined, long);
-  check("session: closed session is a session-not-found refusal", gone.isError === true && gone.structuredContent === undefined &&
+  check("session: closed session is a session-not-found refusal", gone.isError === true && gone.structuredContent?.type === "urn:execbox:problem:session-not-found" &&
     textOf(gone).startsWith("[execbox] refused (session-not-found): "), textOf(gone));
 });
 
@@ -136,7 +136,8 @@ await processSteps(client, { check, step, textOf, long });
 
 await step("refusals", async () => {
   const above = await client.callTool({ name: "execute_python", arguments: { code: "print('ran')", memory_mb: 5000 } }, undefined, long);
-  check("memory_mb above the maximum: refused naming it", above.isError === true && above.structuredContent === undefined &&
+  check("memory_mb above the maximum: refused naming it", above.isError === true && above.structuredContent?.type === "urn:execbox:problem:limit-exceeded" &&
+    above.structuredContent?.status === 422 && above.structuredContent?.limit === "memory_mb" &&
     textOf(above).startsWith("[execbox] refused (limit-exceeded): ") && textOf(above).includes("memory_mb") && !textOf(above).includes("ran"), textOf(above));
   const wrong = await client.callTool({ name: "execute_python", arguments: { code: "1", timeout_seconds: "5" } }, undefined, long);
   check("a limit of the wrong type: wrong-type", wrong.isError === true && textOf(wrong).startsWith("[execbox] refused (wrong-type): "), textOf(wrong));

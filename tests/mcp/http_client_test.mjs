@@ -140,7 +140,7 @@ await step("another key", async () => {
   const otherTransport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: auth(otherToken) } });
   await other.connect(otherTransport);
   const r = await other.callTool({ name: "execute_python", arguments: { code: "print(secret)", session_id: id } }, undefined, long);
-  check("another key: session-not-found, no secret", r.isError === true && r.structuredContent === undefined &&
+  check("another key: session-not-found, no secret", r.isError === true && r.structuredContent?.type === "urn:execbox:problem:session-not-found" &&
     textOf(r).startsWith("[execbox] refused (session-not-found): ") && !JSON.stringify(r).includes("alpha-only"), JSON.stringify(r));
   const closed = await other.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
   check("another key: cannot close it", closed.isError === true && textOf(closed).startsWith("[execbox] refused (session-not-found): "), textOf(closed));

@@ -77,7 +77,8 @@ for rid, arguments, type_ in ((14, {"code": 1}, "invalid-arguments"),
     result = r.get("result", {})
     text = "".join(c.get("text", "") for c in result.get("content", []))
     check(f"tool error {type_} for {arguments}", r.get("id") == rid and result.get("isError") is True
-          and "structuredContent" not in result and text.startswith(f"[execbox] refused ({type_}): "), r)
+          and result.get("structuredContent", {}).get("type") == f"urn:execbox:problem:{type_}"
+          and text.startswith(f"[execbox] refused ({type_}): "), r)
 
 send(rpc(11, "ping"))
 r = reply()

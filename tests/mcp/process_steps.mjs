@@ -7,7 +7,9 @@ export const processTools = ["list_processes", "read_process_output", "send_proc
 export async function processSteps(client, t) {
   const { check, step, textOf, long } = t;
   const call = (name, args) => client.callTool({ name, arguments: args }, undefined, long);
-  const refused = (r, type) => r.isError === true && r.structuredContent === undefined &&
+  // A refusal: isError, its text, and as structuredContent the problem HTTP would send.
+  const refused = (r, type) => r.isError === true && r.structuredContent?.type === `urn:execbox:problem:${type}` &&
+    typeof r.structuredContent?.status === "number" &&
     textOf(r).startsWith(`[execbox] refused (${type}): `);
   let id, other;
 

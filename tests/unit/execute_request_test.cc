@@ -693,6 +693,22 @@ TEST(McpToolSchemas, OfferPackagesOnlyWithAWheelhouse) {
   EXPECT_FALSE(ParseExecuteArguments(json{{"code", ""}, {"packages", {1}}}));
 }
 
+TEST(McpToolSchemas, ARefusalCarriesHttpsProblemAsStructuredContent) {
+  engine::Refusal refusal =
+      engine::OverCap(engine::RefusalReason::kKeySessions, "k", "max_sessions", 2, 2, "sessions open");
+  json result = RefusalToolResult(refusal);
+  EXPECT_TRUE(result["isError"].get<bool>());
+  const json& problem = result["structuredContent"];
+  EXPECT_EQ(problem["type"], "urn:execbox:problem:key-sessions");
+  EXPECT_EQ(problem["status"], 429);
+  EXPECT_EQ(problem["title"], refusal.title);
+  EXPECT_EQ(problem["detail"], refusal.detail);
+  EXPECT_EQ(problem["cap"], "max_sessions");
+  EXPECT_EQ(problem["limit"], 2);
+  EXPECT_EQ(result["content"][0]["text"].get<std::string>().rfind("[execbox] refused (key-sessions): ", 0),
+            0u);
+}
+
 TEST(McpToolSchemas, CreateSessionTakesPackagesBesideItsLimits) {
   engine::LimitsConfig config;
   auto create_tool = [&](const std::optional<std::vector<std::string>>& wheelhouse) {
@@ -703,7 +719,11 @@ TEST(McpToolSchemas, CreateSessionTakesPackagesBesideItsLimits) {
   EXPECT_FALSE(create_tool(std::nullopt)["inputSchema"]["properties"].contains("packages"));
   json with = create_tool(std::vector<std::string>{"polars"});
   EXPECT_EQ(with["inputSchema"]["properties"]["packages"]["maxItems"], runtime::kMaxPackages);
-  EXPECT_TRUE(with["outputSchema"]["properties"].contains("installed"));
+  // The answer's schema, or a refusal's problem (RefusalToolResult's structuredContent).
+  EXPECT_EQ(with["outputSchema"]["type"], "object");
+  ASSERT_EQ(with["outputSchema"]["anyOf"].size(), 2u);
+  EXPECT_TRUE(with["outputSchema"]["anyOf"][0]["properties"].contains("installed"));
+  EXPECT_EQ(with["outputSchema"]["anyOf"][1]["required"], (json{"type", "title", "status", "detail"}));
   auto parsed = ParseCreateSessionArguments(json{{"packages", {"x==1.0"}}, {"memory_mb", 300}});
   ASSERT_TRUE(parsed);
   EXPECT_EQ(parsed->packages, (std::vector<std::string>{"x==1.0"}));

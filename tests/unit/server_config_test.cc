@@ -222,6 +222,59 @@ TEST(Config, ParseErrorsCarryLineAndColumn) {
   EXPECT_NE(LoadError("a = \n").find("execbox.toml:1:"), std::string::npos);
 }
 
+TEST(Config, KeyCapsAndTheirServerDefaults) {
+  auto c = Load(R"(
+[admission]
+max_sessions_per_key = 4
+max_session_state_mb_per_key = 100
+
+[[keys]]
+id = "alice"
+sha256 = ")" + kAliceHash +
+                R"("
+max_sessions = 2
+max_queued = 3
+max_processes = 5
+max_session_state_mb = 7
+)");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  const engine::KeyCaps& k = c->keys.at(0).caps;
+  EXPECT_EQ(k.max_sessions, 2u);
+  EXPECT_EQ(k.max_queued, 3u);
+  EXPECT_EQ(k.max_processes, 5u);
+  EXPECT_EQ(k.max_session_state_bytes, 7ull << 20);
+  EXPECT_EQ(c->key_defaults.max_sessions, 4u);
+  EXPECT_EQ(c->key_defaults.max_session_state_bytes, 100ull << 20);
+  EXPECT_EQ(c->key_defaults.max_queued, engine::DefaultKeyCaps().max_queued);  // unset: built in
+  // A key's own cap wins; what it leaves unset comes from the server's.
+  EXPECT_EQ(k.Or(c->key_defaults).max_sessions, 2u);
+  EXPECT_EQ(engine::KeyCaps{}.Or(c->key_defaults).max_sessions, 4u);
+  EXPECT_EQ(api::CallerOf(c->keys.at(0)).caps.max_processes, 5u);
+  const std::string error = LoadError("[admission]\nmax_processes_per_key = -1\n");
+  EXPECT_NE(error.find("admission.max_processes_per_key"), std::string::npos) << error;
+}
+
+TEST(Config, NonAsciiOutsideStringsIsRefusedBeforeParsing) {
+  // toml++ 3.3.0 reaches undefined behaviour on these (fuzz/findings/README.md).
+  for (const char* text :
+       {"\xc3\xa9 = 1\n", "a = 1 \xca\x9e\n", "[t\xc3\xa9]\n", "listen = \"x\"\n[[keys]]\n\xc3\xa9 = 1"}) {
+    const std::string error = LoadError(text);
+    EXPECT_NE(error.find("non-ASCII character outside a string or a comment"), std::string::npos) << error;
+    EXPECT_NE(error.find("execbox.toml:"), std::string::npos) << error;
+  }
+  const std::string where = LoadError("listen = \"x\"\n\n  \xc3\xa9 = 1");
+  EXPECT_NE(where.find(":3:3: "), std::string::npos) << where;
+  // Inside strings and comments it is fine (and a quoted key is a key like any other).
+  auto c = Load("# caf\xc3\xa9\naudit_log = \"/tmp/caf\xc3\xa9\" # \xc3\xa9\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->audit_log, "/tmp/caf\xc3\xa9");
+  // Multi-line strings, an escaped quote, and the two quotes a multi-line string may end with.
+  c = Load("audit_log = '''\n\xc3\xa9'''\ninstance = \"\"\"\n\\\"\xc3\xa9\"\"\"\"\n");
+  ASSERT_FALSE(c.has_value());  // the instance name is no DNS label: the scan got past both strings
+  EXPECT_EQ(c.error().message.find("non-ASCII"), std::string::npos) << c.error().message;
+  EXPECT_NE(LoadError("\"caf\xc3\xa9\" = 1\n").find("unknown key"), std::string::npos);
+}
+
 TEST(Config, MissingFileIsAnError) {
   ServerConfig config = DefaultConfig();
   auto s = LoadConfigFile("/nonexistent/execbox.toml", config);

@@ -347,24 +347,40 @@ TEST_F(Warm, ConcurrentExecutionsEachGetTheirOwnChild) {
   }
 }
 
+// The parent of `pid` as /proc says, 0 when it cannot be read (it ended).
+pid_t ParentOf(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("PPid:", 0) == 0) return static_cast<pid_t>(std::stoi(line.substr(5)));
+  }
+  return 0;
+}
+
+// Whether `pid` descends from this process: a worker of this test's own pool, not another
+// server's or test's on the same machine.
+bool OursByDescent(pid_t pid) {
+  for (pid_t p = ParentOf(pid); p > 1; p = ParentOf(p)) {
+    if (p == ::getpid()) return true;
+  }
+  return false;
+}
+
 TEST_F(Warm, ADeadWorkerIsReplaced) {
-  // Kill the jail's init of every zygote: the whole worker dies with it.
+  // Kill the jail's init of each of this pool's zygotes, by pid: the whole worker dies with it.
+  // Only this process's own workers: other tests and servers on the machine run theirs.
   uint64_t replaced_before = g_engine->pool()->Stats().workers_replaced;
   int killed = 0;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    std::string pid = entry.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream comm(entry.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name != "execbox-worker") continue;
-    std::ifstream status(entry.path() / "status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("PPid:", 0) == 0) {
-        pid_t init = std::stoi(line.substr(5));
-        if (init > 1 && ::kill(init, SIGKILL) == 0) ++killed;
-      }
-    }
+    std::string command;
+    std::getline(comm, command);
+    if (command != "execbox-worker") continue;
+    const pid_t worker = static_cast<pid_t>(std::stoi(name));
+    if (!OursByDescent(worker)) continue;
+    const pid_t init = ParentOf(worker);
+    if (init > 1 && init != ::getpid() && ::kill(init, SIGKILL) == 0) ++killed;
   }
   ASSERT_GT(killed, 0) << "no zygote found";
   // Requests keep being served meanwhile (cold if no warm worker is up yet) ...

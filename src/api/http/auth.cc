@@ -71,7 +71,8 @@ engine::Caller CallerOf(const ApiKey& key) {
   return engine::Caller{.id = key.id,
                         .max_concurrent = key.max_concurrent,
                         .rate_per_second = key.rate_per_second,
-                        .burst = key.burst};
+                        .burst = key.burst,
+                        .caps = key.caps};
 }
 
 std::expected<ApiKey, Problem> AuthenticateLocal(const LocalPeer& peer, uid_t server_uid, gid_t server_gid) {

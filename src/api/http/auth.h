@@ -23,6 +23,7 @@ struct ApiKey {
   size_t max_concurrent = 8;    // executions of this key running or queued at once
   double rate_per_second = 20;  // sustained requests per second (token bucket) ...
   double burst = 40;            // ... with this many at once
+  engine::KeyCaps caps;         // max_sessions, max_queued, ...; unset: the server's defaults
 };
 
 using execbox::Sha256Hex;

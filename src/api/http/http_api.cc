@@ -108,6 +108,7 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
     gauges.child_execution_cpu_ns = stats.pool.child_execution_ns;
     gauges.child_exit_cpu_ns = stats.pool.child_exit_ns;
     gauges.sessions = stats.sessions;
+    gauges.keys = stats.keys;
     if (connection_count_) gauges.connections = connection_count_();
     return Respond(*exchange, HttpResponse{.content_type = "text/plain; version=0.0.4; charset=utf-8",
                                            .body = metrics_.Render(gauges)});

@@ -74,6 +74,35 @@ void Counter(std::string& out, std::string_view name, std::string_view help, std
   }
 }
 
+// Each key's use, one gauge per cap it counts against (keys holding nothing left out).
+void KeyGauges(std::string& out, const std::map<std::string, engine::KeyUse>& keys) {
+  using U = engine::KeyUse;
+  struct Row {
+    const char* name;
+    const char* help;
+    uint64_t (*get)(const U&);
+  };
+  static constexpr Row kRows[] = {
+      {"execbox_key_running_executions", "Executions running now, by key.",
+       [](const U& u) -> uint64_t { return u.running; }},
+      {"execbox_key_queued_executions", "Executions waiting for a slot, by key (cap: max_queued).",
+       [](const U& u) -> uint64_t { return u.queued; }},
+      {"execbox_key_sessions", "Sessions open, by key (cap: max_sessions).",
+       [](const U& u) -> uint64_t { return u.sessions; }},
+      {"execbox_key_session_processes", "Processes running in sessions, by key (cap: max_processes).",
+       [](const U& u) -> uint64_t { return u.processes; }},
+      {"execbox_key_session_state_bytes", "Bytes of session state kept, by key (cap: max_session_state_mb).",
+       [](const U& u) -> uint64_t { return u.session_state_bytes; }},
+  };
+  for (const Row& row : kRows) {
+    Header(out, row.name, "gauge", row.help);
+    for (const auto& [key, use] : keys) {
+      out.append(row.name).append(LabelSet({{"key", key}})).append(" ");
+      out.append(std::to_string(row.get(use))).append("\n");
+    }
+  }
+}
+
 }  // namespace
 
 void Metrics::Finished(std::string_view transport, std::string_view route, std::string_view status,
@@ -171,6 +200,7 @@ std::string Metrics::Render(const Gauges& gauges) const {
     out.append(Number(static_cast<double>(ns) / 1e9)).append("\n");
   }
   Gauge(out, "execbox_open_connections", "Open HTTP connections.", gauges.connections);
+  KeyGauges(out, gauges.keys);
   return out;
 }
 

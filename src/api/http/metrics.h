@@ -23,6 +23,8 @@ struct Gauges {
   // after an execution, and CPU outside this process by phase, in ns.
   uint64_t children_ended = 0;
   uint64_t zygote_cpu_ns = 0, child_setup_cpu_ns = 0, child_execution_cpu_ns = 0, child_exit_cpu_ns = 0;
+  // Each key's use now (engine::GateStats::keys), against its caps.
+  std::map<std::string, engine::KeyUse> keys;
 };
 
 // Also the engine gate's observer: every execution and refusal, whatever the transport (HTTP,

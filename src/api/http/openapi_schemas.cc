@@ -81,7 +81,9 @@ json Problem() {
       "`duplicate-file`,\n`invalid-base64`, `inputs-too-large` (413) and `limit-exceeded` (422). Extension "
       "members: `field`\n(the offending field, e.g. `limits.memory_mb` or `files[2].name`), `expected` "
       "(for\n`wrong-type`), `known` (for `unknown-policy`), and `limit`, `requested`, `maximum` "
-      "(for\n`limit-exceeded`).";
+      "(for\n`limit-exceeded`). Over one of its key's caps a request gets 429 `key-concurrency`, "
+      "`key-queue`,\n`key-sessions`, `key-processes` or `key-session-state`, with `cap` (its name in "
+      "`[[keys]]`, e.g.\n`max_sessions`), `key`, `limit` and `in_use`.";
   return problem;
 }
 

@@ -254,7 +254,7 @@ json ProcessToolDefinitions() {
                      {"title", tool.title},
                      {"description", tool.description},
                      {"inputSchema", ToolArgumentsSchema(tool.arguments)},
-                     {"outputSchema", OutputSchema(tool.name)}});
+                     {"outputSchema", OrRefusal(OutputSchema(tool.name))}});
   }
   return tools;
 }

@@ -1,5 +1,6 @@
 #include "api/mcp/mcp_tools.h"
 
+#include "api/common/problem_json.h"
 #include "api/mcp/json_rpc.h"
 #include "api/schema/request_schema.h"
 #include "engine/result_json.h"
@@ -130,7 +131,7 @@ json Tool(const char* name, const char* title, const std::string& description, j
           {"title", title},
           {"description", description},
           {"inputSchema", std::move(input)},
-          {"outputSchema", std::move(output)}};
+          {"outputSchema", OrRefusal(std::move(output))}};
 }
 
 json ForkOutputSchema() {
@@ -383,8 +384,19 @@ json RefusalToolResult(const engine::Refusal& refusal) {
   std::string text = "[execbox] refused (" + refusal.type + "): " + refusal.detail;
   if (refusal.retry_after_seconds > 0)
     text += " (retry after " + std::to_string(refusal.retry_after_seconds) + " s)";
-  // No structuredContent: it would have to match the tool's outputSchema, which is the Result's.
-  return ToolError(text);
+  json result = ToolError(text);
+  // HTTP's problem body, which every tool's outputSchema admits (OrRefusal).
+  result["structuredContent"] = ProblemJson(refusal);
+  return result;
+}
+
+json OrRefusal(json output) {
+  json str = {{"type", "string"}};
+  json problem = {
+      {"type", "object"},
+      {"properties", {{"type", str}, {"title", str}, {"status", {{"type", "integer"}}}, {"detail", str}}},
+      {"required", {"type", "title", "status", "detail"}}};
+  return {{"type", "object"}, {"anyOf", {std::move(output), std::move(problem)}}};
 }
 
 json StructuredToolResult(json value) {

@@ -46,8 +46,12 @@ Expected<std::string> StringArgument(const nlohmann::json& arguments, const std:
 
 // The CallToolResult for one execution; isError for any status but ok.
 nlohmann::json ExecutionToolResult(const engine::Result& result);
-// A request the gate refused: isError and "[execbox] refused (TYPE): DETAIL" as text.
+// A request the gate refused: isError, "[execbox] refused (TYPE): DETAIL" as text, and as
+// structuredContent the problem object HTTP would send (api/common/problem_json.h).
 nlohmann::json RefusalToolResult(const engine::Refusal& refusal);
+// A tool's outputSchema: its answer's, or a refusal's problem object (anyOf), so that a client
+// validating structuredContent takes both.
+nlohmann::json OrRefusal(nlohmann::json output);
 // A CallToolResult carrying only a structured value (and its JSON as text, for older clients).
 nlohmann::json StructuredToolResult(nlohmann::json value);
 // A failed tool call, isError set: the model reads the message.
