@@ -80,6 +80,9 @@ struct SessionState {
   uint64_t generation = 0;  // +1 every time the session restarts from a fresh state
   bool preserved = true;    // false: the state this code ran against (or left) is gone
   std::string lost_reason;  // "timeout", "memory_limit", "output_limit", "crash", ...
+  // When lost: only the kernel restarted; the sandbox's files and the session's processes are
+  // as they were.
+  bool files_kept = false;
   // The state was restored from a snapshot after the server restarted (said once, in the first
   // reply after): what of it came back (`restored_note`) and what did not.
   bool restored = false;

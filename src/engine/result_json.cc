@@ -79,6 +79,7 @@ json ToJson(const Result& r) {
                               : s.restored ? "restored"
                                            : "preserved"}};
     if (!s.preserved) j["session"]["reason"] = s.lost_reason;
+    if (!s.preserved && s.files_kept) j["session"]["files_kept"] = true;
     if (s.preserved && s.restored) {
       j["session"]["reason"] = s.restored_note;
       json left = json::array();
@@ -195,7 +196,8 @@ Expected<Result> ResultFromJson(const json& j) {
       r.session = SessionState{.id = it->at("id").get<std::string>(),
                                .generation = it->at("generation").get<uint64_t>(),
                                .preserved = it->at("state").get<std::string>() != "lost",
-                               .lost_reason = it->value("reason", "")};
+                               .lost_reason = it->value("reason", ""),
+                               .files_kept = it->value("files_kept", false)};
       if (it->at("state").get<std::string>() == "restored") {
         r.session->restored = true;
         r.session->restored_note = r.session->lost_reason;

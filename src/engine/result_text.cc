@@ -116,13 +116,15 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
   for (const auto& s : r.skipped_files) err("[execbox] file not collected: " + s);
   if (r.network) {
     for (const NetConnection& c : r.network->connections) {
-      std::string line = "[execbox] network: " + (c.host.empty() ? "?" : c.host) + ":" + std::to_string(c.port);
+      std::string line =
+          "[execbox] network: " + (c.host.empty() ? "?" : c.host) + ":" + std::to_string(c.port);
       if (!c.address.empty() && c.address != c.host) line += " (" + c.address + ")";
       if (c.allowed && c.reason.empty()) {
-        line += " allowed, " + std::to_string(c.bytes_sent) + " bytes sent, " + std::to_string(c.bytes_received) +
-                " received";
+        line += " allowed, " + std::to_string(c.bytes_sent) + " bytes sent, " +
+                std::to_string(c.bytes_received) + " received";
       } else {
-        line += (c.allowed ? " failed: " : " refused: ") + c.reason + (c.rule.empty() ? "" : " (" + c.rule + ")");
+        line +=
+            (c.allowed ? " failed: " : " refused: ") + c.reason + (c.rule.empty() ? "" : " (" + c.rule + ")");
       }
       err(line);
     }
@@ -156,7 +158,10 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
   if (o.session_note && r.session && !r.session->preserved) {
     err("[execbox] session state lost (" +
         (r.session->lost_reason.empty() ? "unknown" : r.session->lost_reason) +
-        "): variables and imports from earlier executions are gone; the session restarted empty");
+        (r.session->files_kept
+             ? "): variables and imports from earlier executions are gone; the kernel restarted, and the "
+               "session's files and background processes are kept"
+             : "): variables and imports from earlier executions are gone; the session restarted empty"));
   }
   return parts;
 }

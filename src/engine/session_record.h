@@ -27,6 +27,7 @@ struct Sessions::Session {
   uint64_t executions = 0;
   bool next_reply_lost = false;  // the state was lost; say so in the next reply too
   std::string lost_reason;
+  bool files_kept = false;  // with next_reply_lost: only the kernel restarted (Result's files_kept)
   std::chrono::system_clock::time_point created, last_used;
   bool closed = false;
   std::atomic<bool> deleting{false};  // Delete stops a running execution rather than wait for it

@@ -178,7 +178,13 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   RestoreSaved(*s);
   // The kernel may have ended since the last execution (a process of the session killed it, a
   // thread called os._exit): the reply below says the state is gone.
-  if (s->child && s->child->alive() && !s->child->Probe()) Lost(*s, "exited");
+  if (s->child && s->child->alive() && !s->child->Probe()) {
+    if (s->child->RestartKernel()) {
+      KernelRestarted(*s, "exited");
+    } else {
+      Lost(*s, "exited");
+    }
+  }
   // Restart empty if the process is gone; the reply below says the state is gone
   // (next_reply_lost is already set).
   if (auto ok = EnsureChild(*s); !ok) return std::unexpected(ok.error());
@@ -206,16 +212,23 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   r.session = SessionState{.id = s->id,
                            .generation = s->generation,
                            .preserved = !s->next_reply_lost,
-                           .lost_reason = s->lost_reason};
+                           .lost_reason = s->lost_reason,
+                           .files_kept = s->next_reply_lost && s->files_kept};
   if (s->restored) {  // said once, in the first reply after the restart
     r.session->restored = true;
     r.session->restored_note = std::move(s->restored_note);
     r.session->not_restored = std::move(s->restored_left_out);
     s->restored = false;
   }
-  if (s->child->alive()) {
+  if (outcome->kernel_restarted) {
+    KernelRestarted(*s, LostReason(r));
+    r.session->preserved = false;
+    r.session->lost_reason = s->lost_reason;
+    r.session->files_kept = true;
+  } else if (s->child->alive()) {
     s->next_reply_lost = false;  // said once: from here on the new state is kept
     s->lost_reason.clear();
+    s->files_kept = false;
   } else {
     s->child.reset();
     Rebind(*s);
@@ -223,6 +236,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
     r.session->preserved = false;
     r.session->lost_reason = s->lost_reason;
     s->next_reply_lost = true;
+    s->files_kept = false;
     ++s->generation;
   }
   return r;
@@ -235,6 +249,15 @@ void Sessions::Lost(Session& s, const char* reason) {
   Rebind(s);
   s.next_reply_lost = true;
   s.lost_reason = reason;
+  s.files_kept = false;
+  ++s.generation;
+}
+
+// The sandbox lives on with a new kernel: the state is gone, the files and processes not.
+void Sessions::KernelRestarted(Session& s, const char* reason) {
+  s.next_reply_lost = true;
+  s.lost_reason = reason;
+  s.files_kept = true;
   ++s.generation;
 }
 

@@ -211,6 +211,7 @@ class Sessions {
   SessionInfo InfoOf(Session& s);
   // The session's process is gone (found outside an execution): the next reply says so.
   void Lost(Session& s, const char* reason);
+  void KernelRestarted(Session& s, const char* reason);
   // The session's processes follow its child (a new one, or none): after every change of it.
   void Rebind(Session& s);
   // Restarts a session whose process is gone; false with the reason when no child is available.

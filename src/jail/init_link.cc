@@ -1,9 +1,13 @@
 #include "jail/init_link.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -71,6 +75,22 @@ bool IsPtyMaster(int fd) {
 
 }  // namespace
 
+InitLink::InitLink(UniqueFd socket)
+    : socket_(std::move(socket)),
+      queued_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
+      ready_(::epoll_create1(EPOLL_CLOEXEC)) {
+  // Without the two (out of descriptors), fd() is the socket alone: a poller still hears the
+  // init, only not the events another reader left.
+  struct epoll_event ev {};
+  ev.events = EPOLLIN;
+  if (!queued_.Valid() || !ready_.Valid() ||
+      ::epoll_ctl(ready_.Get(), EPOLL_CTL_ADD, socket_.Get(), &ev) != 0 ||
+      ::epoll_ctl(ready_.Get(), EPOLL_CTL_ADD, queued_.Get(), &ev) != 0) {
+    queued_.Reset();
+    ready_.Reset(::fcntl(socket_.Get(), F_DUPFD_CLOEXEC, 0));
+  }
+}
+
 Status InitLink::Start(uint32_t id, const ProcessStart& start) {
   if (start.argv.empty() || start.argv[0].empty()) return Fail("no program to start");
   Header h{.op = Op::kStart, .id = id};
@@ -124,6 +144,20 @@ Status InitLink::Signal(pid_t pid, int signal) {
   return {};
 }
 
+Status InitLink::NewKernel(int channel) {
+  {
+    std::lock_guard lock(mu_);
+    if (!kernel_status_) return Fail("the session's kernel has not ended");
+    kernel_status_.reset();  // the next kKernelEnded is the new kernel's
+  }
+  Header h{.op = Op::kNewKernel};
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  std::lock_guard lock(send_mu_);
+  if (!SendFrame(socket_.Get(), frame, &channel, 1))
+    return FailErrno("ask the session's init for a new kernel");
+  return {};
+}
+
 bool InitLink::Receive() {
   std::lock_guard lock(mu_);
   return ReceiveLocked();
@@ -141,7 +175,7 @@ bool InitLink::ReceiveLocked() {
     msg.msg_controllen = sizeof cbuf;
     ssize_t n = ::recvmsg(socket_.Get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     std::vector<UniqueFd> fds;
     for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -157,7 +191,11 @@ bool InitLink::ReceiveLocked() {
       closed_ = true;  // the end, or a stream that broke the rules: nothing more is read
     }
   }
-  return false;
+  if (!events_.empty() && queued_.Valid()) {
+    const uint64_t one = 1;
+    (void)!::write(queued_.Get(), &one, sizeof one);
+  }
+  return !closed_;
 }
 
 bool InitLink::Accept(const void* data, size_t size, std::vector<UniqueFd>& fds) {
@@ -203,6 +241,10 @@ bool InitLink::Accept(const void* data, size_t size, std::vector<UniqueFd>& fds)
 
 std::vector<InitEvent> InitLink::TakeEvents() {
   std::lock_guard lock(mu_);
+  if (queued_.Valid()) {
+    uint64_t count = 0;
+    (void)!::read(queued_.Get(), &count, sizeof count);
+  }
   std::vector<InitEvent> out(std::make_move_iterator(events_.begin()),
                              std::make_move_iterator(events_.end()));
   events_.clear();

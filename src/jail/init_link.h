@@ -44,18 +44,25 @@ struct InitEvent {
 
 class InitLink {
  public:
-  explicit InitLink(UniqueFd socket) : socket_(std::move(socket)) {}
+  explicit InitLink(UniqueFd socket);
   InitLink(const InitLink&) = delete;
   InitLink& operator=(const InitLink&) = delete;
 
-  // Readable when messages wait, or once the init's end closed: for a poller.
-  int fd() const { return socket_.Get(); }
+  // Readable when messages wait, when events were read but not taken yet (by a warm child
+  // waiting for its kernel's end, say: a poller is not left asleep over them), or once the
+  // init's end closed: for a poller. An epoll descriptor over the socket and a notice.
+  int fd() const { return ready_.Get(); }
 
   // Asks for a process; the answer is a kStarted or kStartFailed event with this `id`.
   // Fails when the request is too large for the init (init_wire::kMaxPayload) or the init is gone.
   Status Start(uint32_t id, const ProcessStart& start);
   // Sends `signal` to the process group led by `pid` (a process this link started, still running).
   Status Signal(pid_t pid, int signal);
+
+  // Once the kernel has ended (kernel_status): asks the init for a new one, on `channel` (the
+  // kernel's end of a fresh channel; the init takes a copy). The new kernel's end is reported
+  // like the first one's.
+  Status NewKernel(int channel);
 
   // Reads every message waiting, never blocking, into the events. False once nothing more can
   // come: the init's end closed, or it broke the protocol (the link is then closed for good).
@@ -64,8 +71,8 @@ class InitLink {
   bool closed();
   // The kernel's wait status, once the init reported it.
   std::optional<int> kernel_status();
-  // After the kernel's end (the zygote said its child exited): waits until the init's report
-  // of it has been read or its end has closed, at most `timeout`.
+  // Waits until the init's report of the kernel's end has been read or its end has closed, at
+  // most `timeout` (0: one look, reading what waits).
   std::optional<int> AwaitKernelStatus(std::chrono::milliseconds timeout);
 
  private:
@@ -73,6 +80,8 @@ class InitLink {
   bool Accept(const void* frame, size_t size, std::vector<UniqueFd>& fds);
 
   UniqueFd socket_;
+  UniqueFd queued_;  // an eventfd: events are waiting in events_
+  UniqueFd ready_;   // epoll over socket_ and queued_
   std::mutex send_mu_;
   std::mutex mu_;  // what follows
   std::deque<InitEvent> events_;

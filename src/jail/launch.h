@@ -58,6 +58,12 @@ struct WatchSpec {
   const RunHooks* hooks = nullptr;
   Cgroup* cgroup = nullptr;
   std::function<void()> kill_tree;  // SIGKILL the whole tree, now
+  // A session's: a stop ends the code's process (its kernel) alone, and the execution ends once
+  // code_ended gives the kernel's wait status (its init reported it, having killed what the
+  // kernel left) and the output is closed; the machine lives on. Past kStopGrace, kill_tree.
+  // Empty: a stop asks the zygote to kill the tree, and the execution ends with the tree.
+  std::function<void()> stop_code;
+  std::function<std::optional<int>()> code_ended;
   // A warm execution ends when the code's process writes one byte 'D' here (its channel) and
   // check_done then confirms it; a session's process lives on. -1: the execution ends when the
   // tree does.
@@ -87,6 +93,8 @@ class Watch {
   Clock::time_point ended_at() const { return ended_at_; }
   bool setup_failed() const { return setup_failed_; }
   bool report_done() const { return report_done_; }
+  // A session's kernel ended (code_ended said so) and the tree was not killed: its init lives.
+  bool kernel_ended_alone() const { return kernel_ended_ && !tree_killed_; }
   // After a session execution: asks the zygote for the files changed since its last
   // collection and reads them (and nothing else) until it says kCollected. `send` false: the
   // zygote only notes the files as they are (the next collection reports what changes after).
@@ -100,6 +108,8 @@ class Watch {
   void ReadControl();
   void CheckLimits();
   void Abandon(const char* why);
+  void KillTree();
+  void CheckKernelEnded();
   void DrainOutput();
   void ReadDone();
   void CheckDoneClaim();
@@ -118,6 +128,8 @@ class Watch {
   // A 'D' arrived and is being checked (since then); void: the process is ending instead.
   std::optional<Clock::time_point> done_claimed_at_;
   bool done_claim_void_ = false;
+  bool kernel_ended_ = false;
+  bool tree_killed_ = false;
   int wait_status_ = 0;
   uint64_t tree_cpu_us_ = 0;
   uint64_t tree_maxrss_kib_ = 0;

@@ -74,6 +74,9 @@ struct Outcome {
   // A warm child said it was done (its report complete) before its process had ended: the
   // exit code is then the one in its report, and the process winds down after the answer.
   bool ended_by_report = false;
+  // A session's kernel ended (stopped, or it exited) and a new one runs in the same sandbox:
+  // the code's state is gone; its files and the session's processes are kept.
+  bool kernel_restarted = false;
   int signal = 0;       // the signal that ended the main process, if any
   std::string message;  // for kSetupFailed, and notes such as skipped files
   Capture stdout_capture{1 << 20};

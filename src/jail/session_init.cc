@@ -1,9 +1,10 @@
 // The session's init (session_init.h), inside the sandbox: pid 1 of the session's namespace,
 // locked down like the kernel it forked. It keeps its state in fixed buffers: one message in,
-// one process started at a time. Each process starts with clone(CLONE_VM | CLONE_VFORK), as
-// posix_spawn does: the init is a copy of the warm interpreter, and a real fork would copy its
-// page tables for every command. The clone's child shares the init's memory until its exec, so
-// from the clone to the exec nothing allocates or takes a lock: raw syscalls, fixed buffers.
+// one process started at a time. A new kernel is a plain fork (it runs the interpreter, which
+// allocates; it happens once per stopped execution at most). Each process starts with clone(CLONE_VM |
+// CLONE_VFORK), as posix_spawn does: the init is a copy of the warm interpreter, and a real fork would copy
+// its page tables for every command. The clone's child shares the init's memory until its exec, so from the
+// clone to the exec nothing allocates or takes a lock: raw syscalls, fixed buffers.
 #include "jail/session_init.h"
 
 #include <fcntl.h>
@@ -13,15 +14,18 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 #include "jail/lockdown.h"
+#include "jail/proc_sessions.h"
 #include "jail/wire.h"
 
 extern char** environ;
@@ -51,6 +55,13 @@ char* g_argv[init_wire::kMaxStrings + 1];
 constexpr size_t kMaxEnv = init_wire::kMaxStrings + 1024;
 char* g_envp[kMaxEnv + 1];
 pid_t g_table[init_wire::kMaxProcesses];  // the processes the host started, alive; 0: free
+pid_t g_kernel = 0;                       // the kernel, while it runs
+int g_kernel_status = 0;                  // the last kernel's wait status
+KernelStart g_start;
+int g_host = -1;              // the socket to the host
+int g_proc = -1;              // this namespace's /proc: what the kernel left is found there
+int g_sigfd = -1;             // SIGCHLD's signalfd
+char g_kernel_name[16] = {};  // the kernel's comm, as the first one had it
 
 bool InTable(pid_t pid) {
   for (pid_t p : g_table) {
@@ -308,6 +319,32 @@ void Start(int host, const Header& h, uint32_t payload_size, const int* fds, int
   if (master >= 0) ::close(master);
 }
 
+// The first kernel's setup, again, in a fork of the init: the channel at fd 3 (the host's
+// socket, the signalfd and /proc closed), SIGCHLD unblocked, a session of its own.
+void StartKernel(int channel) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(g_host);
+    if (g_sigfd >= 0) ::close(g_sigfd);
+    if (g_proc >= 0) ::close(g_proc);
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
+    ::prctl(PR_SET_NAME, g_kernel_name, 0, 0, 0);
+    if (::setsid() < 0) ::_exit(127);
+    if (channel == 3) {
+      if (::fcntl(3, F_SETFD, 0) != 0) ::_exit(127);
+    } else if (::dup2(channel, 3) != 3 || ::close(channel) != 0) {
+      ::_exit(127);
+    }
+    g_start.run(g_start.context, 3, g_start.layer);
+    ::_exit(70);
+  }
+  // A fork that failed: the host waits for the new kernel's ready byte in vain, and gives up.
+  if (pid > 0) g_kernel = pid;
+}
+
 void SignalProcess(const Header& h) {
   // Only a process of the table: it is not reaped yet, so its pid cannot have been reused.
   if (!InTable(h.pid) || h.value < 1 || h.value > 64) return;
@@ -342,6 +379,7 @@ bool ServeHost(int host) {
   }
   if (framed && h.op == Op::kStart) Start(host, h, h.payload, fds, nfds);
   if (framed && h.op == Op::kSignal) SignalProcess(h);
+  if (framed && h.op == Op::kNewKernel && g_kernel == 0 && nfds == 1) StartKernel(fds[0]);
   for (int i = 0; i < nfds; ++i) ::close(fds[i]);  // the started process has its copies
   return true;
 }
@@ -350,8 +388,9 @@ void ReportExit(int host, pid_t pid, int status) {
   if (RemoveFromTable(pid)) SendEvent(host, Op::kExited, 0, pid, status);
 }
 
-// The kernel ended (or the host went away): everything else in the namespace goes, every
-// process of the table is reported, and the init exits, its status mirroring the kernel's.
+// The host went away (or the kernel's remnants would not die): everything else in the
+// namespace goes, every process of the table is reported, and the init exits, its status
+// mirroring the last kernel's.
 [[noreturn]] void EndAll(int host, int kernel_status) {
   ::kill(-1, SIGKILL);  // pid 1 is spared; nothing else in the namespace is
   for (;;) {
@@ -366,15 +405,19 @@ void ReportExit(int host, pid_t pid, int status) {
   ::_exit(WIFEXITED(kernel_status) ? WEXITSTATUS(kernel_status) : 128 + WTERMSIG(kernel_status));
 }
 
-void Reap(int host, pid_t kernel) {
+void Reap(int host) {
   for (;;) {
     int status = 0;
     pid_t pid = ::waitpid(-1, &status, WNOHANG | __WALL);
     if (pid <= 0) return;
-    if (pid == kernel) {
-      // First, before anything is killed: the host classifies the session's end by it.
+    if (pid == g_kernel) {
+      // First, before anything is killed: the host classifies the execution's end by it.
+      g_kernel = 0;
+      g_kernel_status = status;
       SendEvent(host, Op::kKernelEnded, 0, pid, status);
-      EndAll(host, status);
+      // What the kernel left: everything outside the sessions the table's processes lead.
+      if (!KillOutsideSessions(g_proc, g_table, init_wire::kMaxProcesses)) EndAll(host, status);
+      continue;
     }
     ReportExit(host, pid, status);  // an orphan that is not the table's is only reaped
   }
@@ -382,30 +425,35 @@ void Reap(int host, pid_t kernel) {
 
 }  // namespace
 
-void RunSessionInit(int host_fd, pid_t kernel) noexcept {
+void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start) noexcept {
+  g_kernel = kernel;
+  g_host = host_fd;
+  g_start = start;
+  ::prctl(PR_GET_NAME, g_kernel_name, 0, 0, 0);
+  g_proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   // SIGCHLD was blocked before the kernel was forked, so its end cannot be missed: a signalfd
   // wakes the loop (without one, it looks every second). An idle init costs no CPU.
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
-  int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  int sigfd = g_sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   ::prctl(PR_SET_NAME, "execbox-init", 0, 0, 0);
   for (;;) {
     struct pollfd p[2] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
                           {.fd = sigfd, .events = POLLIN, .revents = 0}};
     int n = ::poll(p, sigfd >= 0 ? 2 : 1, sigfd >= 0 ? -1 : 1000);
-    if (n < 0 && errno != EINTR) EndAll(host_fd, 0);
+    if (n < 0 && errno != EINTR) EndAll(host_fd, g_kernel_status);
     if (sigfd >= 0 && p[1].revents != 0) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof si) > 0) {
       }
     }
-    Reap(host_fd, kernel);
+    Reap(host_fd);
     // The host closed its end (the session is ending): nothing here outlives it.
     if (p[0].revents != 0 && !ServeHost(host_fd)) {
-      ::kill(kernel, SIGKILL);
-      EndAll(host_fd, SIGKILL);
+      if (g_kernel != 0) ::kill(g_kernel, SIGKILL);
+      EndAll(host_fd, g_kernel != 0 ? SIGKILL : g_kernel_status);
     }
   }
 }

@@ -11,9 +11,14 @@
 // with its descriptors): the host asks it to start a process (argv, env, cwd, pipes or a
 // pseudo-terminal) or to signal one; the init answers with the process's pid (and, for a pty,
 // the master by SCM_RIGHTS) or why it could not start it, reports every exit of a process it
-// started, reaps every other process (orphans too), and when the kernel ends it reports the
-// kernel's wait status first, then kills everything left in the namespace and exits. The host
-// trusts none of it (init_link.h): the init runs inside the sandbox.
+// started, and reaps every other process (orphans too). When the kernel ends the init reports
+// the kernel's wait status first, then kills what the kernel left: every process outside the
+// sessions of the table's processes (what the code started, setsid or not; a process the host
+// started, and its children that stay in its session, live on). It then waits: the host may
+// ask for a new kernel (forked from the init, which is still the warm interpreter the first one
+// was), so that a session whose execution was stopped keeps its files and processes; or the
+// host closes its end, and everything goes. The host trusts none of it (init_link.h): the init
+// runs inside the sandbox.
 #pragma once
 
 #include <sys/types.h>
@@ -34,14 +39,15 @@ inline constexpr uint32_t kMaxProcesses = 64;  // alive at once in the init's ta
 
 enum class Op : uint32_t {
   // host -> init
-  kStart = 1,   // id, flags, rows/cols, argc/envc; payload: argv, env, cwd (each NUL-terminated);
-                // pipes: fds stdout, stderr and (with kStdinPipe) stdin, in that order
-  kSignal = 2,  // pid, value = the signal: sent to the process group the process leads
+  kStart = 1,      // id, flags, rows/cols, argc/envc; payload: argv, env, cwd (each NUL-terminated);
+                   // pipes: fds stdout, stderr and (with kStdinPipe) stdin, in that order
+  kSignal = 2,     // pid, value = the signal: sent to the process group the process leads
+  kNewKernel = 3,  // fd: the new kernel's channel; only once the last kernel has ended
   // init -> host
   kStarted = 10,      // id, pid; with kPty the master comes by SCM_RIGHTS
   kStartFailed = 11,  // id, value = errno, step = what failed
   kExited = 12,       // pid, value = its wait status (a process the host started)
-  kKernelEnded = 13,  // value = the kernel's wait status; the init kills the rest and exits next
+  kKernelEnded = 13,  // value = the kernel's wait status; the init kills what the kernel left
 };
 
 inline constexpr uint32_t kPty = 1;        // a pseudo-terminal is stdin, stdout and stderr
@@ -62,9 +68,18 @@ struct Header {
 
 }  // namespace init_wire
 
+// How the init starts a new kernel: in a fork of itself, with the new channel at fd 3 and the
+// root's layer (a session's, else -1) as it is, `run` becomes the kernel (it does not return).
+struct KernelStart {
+  void (*run)(const void* context, int channel, int layer) noexcept = nullptr;
+  const void* context = nullptr;
+  int layer = -1;
+};
+
 // The session's init, in the locked-down process right after it forked `kernel`: serves the
-// host on `host_fd` until the kernel ends, then ends everything else and exits. Single-threaded;
-// between each of its own forks and the exec no allocation happens (see session_init.cc).
-[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel) noexcept;
+// host on `host_fd` until the host closes it, then ends everything else and exits.
+// Single-threaded; between each of its own clones and the exec no allocation happens (see
+// session_init.cc).
+[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start) noexcept;
 
 }  // namespace execbox::jail

@@ -12,7 +12,10 @@
 #include <climits>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include "base/io.h"
 #include "jail/launch.h"
@@ -151,6 +154,15 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   Cgroup* cgroup = cgroup_.get();
   int control = ch.control_host.Get();
   int pidfd = pidfd_.Get();
+  // A session's stop ends its kernel alone; its init kills what the kernel left and says so.
+  std::function<void()> stop_code;
+  std::function<std::optional<int>()> code_ended;
+  if (init_ && kernel_pidfd_.Valid()) {
+    stop_code = [kernel = kernel_pidfd_.Get()] {
+      ::syscall(SYS_pidfd_send_signal, kernel, SIGKILL, nullptr, 0);
+    };
+    code_ended = [init = init_.get()] { return init->AwaitKernelStatus(std::chrono::milliseconds(0)); };
+  }
   WatchSpec spec{.limits = &limits,
                  .stdin_data = &stdin_data,
                  .max_file_bytes = options_.collect.max_file_bytes,
@@ -162,6 +174,8 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
                        cgroup->KillAll();
                      },
+                 .stop_code = std::move(stop_code),
+                 .code_ended = std::move(code_ended),
                  .done_fd = channel_.Get(),
                  .check_done = [this] { return code_.Check(options_.session); },
                  .base = base};
@@ -174,7 +188,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   // The zygote saw the init exit: how the kernel ended is the init's to say (it said so before
   // it exited). An init killed outright (a stop, the whole group killed) said nothing: its own
   // status stands.
-  if (init_ && watch.exited()) {
+  if (init_ && watch.exited() && !watch.kernel_ended_alone()) {
     if (auto status = init_->AwaitKernelStatus(std::chrono::seconds(1))) watch.OverrideWaitStatus(*status);
   }
   if (!options_.session || !watch.report_done() || watch.stop_reason()) alive_ = false;
@@ -193,6 +207,15 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   out.usage.peak_memory_bytes = now.peak_memory_bytes;
   out.usage.pids_peak = now.pids_peak;
   ClassifyEnding(limits, watch, delta, out);
+  // The kernel ended and the sandbox lives: a new kernel, so the session keeps its machine.
+  if (watch.kernel_ended_alone()) {
+    if (auto restarted = RestartKernel(); restarted) {
+      out.kernel_restarted = true;
+    } else {
+      std::fprintf(stderr, "execbox: a session's kernel was not restarted: %s\n",
+                   restarted.error().message.c_str());
+    }
+  }
   // A used-up child is ended by its destructor (killed, its cgroup removed): off the request's
   // path when the owner hands it to a background reaper (Pool::Retire).
   return out;

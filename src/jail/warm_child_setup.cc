@@ -55,11 +55,23 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
 }
 
+// A kernel, from its channel (fd 3) on: what the first one does once the init has forked it,
+// and what each new one the init forks does (session_init.h).
+[[noreturn]] void BecomeKernel(const void* context, int channel, int layer) noexcept {
+  const ZygoteSetup& setup = *static_cast<const ZygoteSetup*>(context);
+  // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
+  ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+  if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
+  setup.run_code(channel, true, layer);
+  ::_exit(70);
+}
+
 // A session's process, locked down: it forks, the child goes on to be the kernel, and this
 // process stays pid 1 as the session's init (session_init.h). SIGCHLD is blocked across the
 // fork, so the init cannot miss the kernel's end; the kernel unblocks it. The init keeps the
-// dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors.
-void ForkSessionInit(int channel, int init, int layer) noexcept {
+// dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors,
+// the root's layer among them (kept for the kernels it may start later).
+void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup) noexcept {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -68,8 +80,7 @@ void ForkSessionInit(int channel, int init, int layer) noexcept {
   if (kernel < 0) CodeFail(channel, "fork the session's kernel");
   if (kernel > 0) {
     ::close(channel);
-    if (layer >= 0) ::close(layer);
-    RunSessionInit(init, kernel);
+    RunSessionInit(init, kernel, KernelStart{.run = BecomeKernel, .context = &setup, .layer = layer});
   }
   ::close(init);
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
@@ -138,11 +149,14 @@ void ForkSessionInit(int channel, int init, int layer) noexcept {
   // Writes beneath / only where / is the session's own overlay.
   const LandlockPlan& landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
   if (const char* step = LockDown(landlock, *setup.seccomp)) CodeFail(channel, step);
-  if (init >= 0) ForkSessionInit(channel, init, layer);
+  if (init >= 0) {
+    ForkSessionInit(channel, init, layer, setup);
+    BecomeKernel(&setup, channel, layer);
+  }
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, spec.session != 0, layer);
+  setup.run_code(channel, false, layer);
   ::_exit(70);
 }
 

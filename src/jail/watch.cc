@@ -122,9 +122,29 @@ void Watch::CheckDoneClaim() {
 void Watch::Stop(Ending reason) {
   if (stop_reason_ || exited_) return;
   stop_reason_ = reason;
-  wire::Header h{.kind = wire::Kind::kStop};
-  SendWireHeader(ch_.control_host.Get(), &h, sizeof h);
+  if (spec_.stop_code) {
+    spec_.stop_code();
+  } else {
+    wire::Header h{.kind = wire::Kind::kStop};
+    SendWireHeader(ch_.control_host.Get(), &h, sizeof h);
+  }
   kill_at_ = Clock::now() + kStopGrace;
+}
+
+void Watch::KillTree() {
+  tree_killed_ = true;
+  if (spec_.kill_tree) spec_.kill_tree();
+}
+
+// A session's kernel ends, its init lives: the kernel's status is the init's to say.
+void Watch::CheckKernelEnded() {
+  if (kernel_ended_ || exited_ || !spec_.code_ended) return;
+  if (auto status = spec_.code_ended()) {
+    kernel_ended_ = exited_ = true;
+    report_done_ = false;
+    wait_status_ = *status;
+    ended_at_ = Clock::now();
+  }
 }
 
 void Watch::ReadOutput(UniqueFd& fd, Stream stream) {
@@ -240,13 +260,13 @@ void Watch::ReadControl() {
 void Watch::Abandon(const char* why) {
   control_open_ = false;
   if (out_.message.empty()) out_.message = why;
-  if (spec_.kill_tree) spec_.kill_tree();
+  KillTree();
 }
 
 void Watch::CheckLimits() {
   auto now = Clock::now();
   if (kill_at_ && now >= *kill_at_) {
-    if (spec_.kill_tree) spec_.kill_tree();
+    KillTree();
     kill_at_.reset();
   }
   if (exited_ || setup_failed_) return;
@@ -282,7 +302,7 @@ void Watch::Loop() {
       fds[n++] = {.fd = spec_.done_fd, .events = POLLIN, .revents = 0};
     }
     bool output_open = ch_.stdout_read.Valid() || ch_.stderr_read.Valid() || ch_.report_read.Valid();
-    if (!control_open_ && !output_open) break;
+    if ((!control_open_ || kernel_ended_) && !output_open) break;
     if (report_done_ && !collecting_) {
       DrainOutput();
       ended_at_ = Clock::now();
@@ -319,6 +339,7 @@ void Watch::Loop() {
         ReadDone();
     }
     CheckLimits();
+    CheckKernelEnded();
     CheckDoneClaim();
   }
   if (ended_at_ == Clock::time_point{}) ended_at_ = Clock::now();

@@ -64,32 +64,6 @@ CgroupLimits ChildCgroupLimits(const Limits& l) {
   return {.memory_bytes = l.memory_bytes, .max_pids = l.max_processes};
 }
 
-namespace {
-
-constexpr auto kSpawnTimeout = std::chrono::seconds(20);
-constexpr size_t kLogKeep = 8192;
-
-// Reads one control header and, when the sender's credentials came with it, its pid.
-bool ReadHeaderWithPid(int fd, wire::Header& h, pid_t& pid) {
-  char cbuf[CMSG_SPACE(sizeof(struct ucred))];
-  struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
-  if (n != static_cast<ssize_t>(sizeof h)) return false;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
-      struct ucred cred {};
-      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
-      pid = cred.pid;
-    }
-  }
-  return true;
-}
-
 Expected<std::pair<UniqueFd, UniqueFd>> StreamPair() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return FailErrno("socketpair");
@@ -128,6 +102,40 @@ pid_t ParentOf(pid_t pid) {
   if (at == std::string::npos) return -1;
   auto ppid = ParseU64(stat->substr(at + 1, stat->find(' ', at + 1) - at - 1));
   return ppid ? static_cast<pid_t>(*ppid) : -1;
+}
+
+Expected<UniqueFd> HoldKernel(pid_t init, pid_t kernel) {
+  if (kernel <= 0 || kernel == init || ParentOf(kernel) != init)
+    return Fail("the session's kernel is not the init's child");
+  UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, kernel, 0)));
+  if (!pidfd.Valid() || ParentOf(kernel) != init) return FailErrno("pidfd_open of the session's kernel");
+  return pidfd;
+}
+
+namespace {
+
+constexpr auto kSpawnTimeout = std::chrono::seconds(20);
+constexpr size_t kLogKeep = 8192;
+
+// Reads one control header and, when the sender's credentials came with it, its pid.
+bool ReadHeaderWithPid(int fd, wire::Header& h, pid_t& pid) {
+  char cbuf[CMSG_SPACE(sizeof(struct ucred))];
+  struct iovec iov = {.iov_base = &h, .iov_len = sizeof h};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(fd, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  if (n != static_cast<ssize_t>(sizeof h)) return false;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS) {
+      struct ucred cred {};
+      std::memcpy(&cred, CMSG_DATA(c), sizeof cred);
+      pid = cred.pid;
+    }
+  }
+  return true;
 }
 
 std::string ControlFailure(const wire::Header& h) {
@@ -370,18 +378,15 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
     }
   }
   int kernel_pidfd = child->pidfd_.Get();
-  UniqueFd kernel_pidfd_owned;
   if (options.session) {
     // The ready byte came from the kernel, before any code ran: its pid is the kernel's, and
     // the kernel is the init's child (checked again once held by a pidfd, so not a reused pid).
     int off = 0;
     (void)::setsockopt(chan, SOL_SOCKET, SO_PASSCRED, &off, sizeof off);
-    if (kernel <= 0 || kernel == pid || ParentOf(kernel) != pid)
-      return Fail("the session's kernel is not the init's child");
-    kernel_pidfd_owned.Reset(static_cast<int>(::syscall(SYS_pidfd_open, kernel, 0)));
-    if (!kernel_pidfd_owned.Valid() || ParentOf(kernel) != pid)
-      return FailErrno("pidfd_open of the session's kernel");
-    kernel_pidfd = kernel_pidfd_owned.Get();
+    auto held = HoldKernel(pid, kernel);
+    if (!held) return std::unexpected(held.error());
+    child->kernel_pidfd_ = std::move(*held);
+    kernel_pidfd = child->kernel_pidfd_.Get();
     child->init_ = std::make_shared<InitLink>(std::move(init_host));
   }
   child->kernel_pid_ = kernel;

@@ -99,6 +99,12 @@ class WarmChild {
   // reports their ends and the kernel's. Null for a one-shot child. Shared: the owner's poller
   // reads it, and the session's processes live as long as this child does.
   std::shared_ptr<InitLink> init() const { return init_; }
+  // A session child whose kernel ended while its init lives (Execute does this itself after a
+  // stop; a caller whose Probe found the kernel gone between executions asks): kills the
+  // kernel if it still runs, waits for the init's report of its end, and has the init fork a
+  // new one on a fresh channel. The sandbox, its files and processes stay; the code's state
+  // does not. Alive again on success.
+  Status RestartKernel();
 
  private:
   friend class Zygote;
@@ -111,6 +117,7 @@ class WarmChild {
   pid_t pid_ = -1;  // host pid of the child: the code's process, or a session's init
   UniqueFd pidfd_;
   pid_t kernel_pid_ = -1;  // host pid of the code's process (a session's kernel: the init's child)
+  UniqueFd kernel_pidfd_;  // a session's kernel
   std::shared_ptr<InitLink> init_;
   UniqueFd control_, channel_;
   CodeProcess code_;  // what confirms a done marker (done_check.h)

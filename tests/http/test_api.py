@@ -581,8 +581,10 @@ class SessionTest(SharedCase):
                                 {"code": "while True: pass", "limits": {"timeout_seconds": 1}})
         r = self.assertResult(r, "timeout")
         self.assertEqual(r["session"]["state"], "lost", r["session"])
+        self.assertTrue(r["session"].get("files_kept"), r["session"])
         r = self.run_in(sid, "'y' in globals()")
         self.assertEqual(r["result"]["data"]["text/plain"], "False")
+        self.assertTrue(r["session"].get("files_kept"), r["session"])
 
     def test_binary_file_round_trip(self):
         sid = self.create()

@@ -230,20 +230,29 @@ TEST_F(SessionInit, APtyIsTheControllingTerminalAndTiocstiIsStillRefused) {
   ASSERT_TRUE(ExitOf(answer->pid).has_value());
 }
 
-TEST_F(SessionInit, TheKernelsEndIsReportedAndEndsEveryProcess) {
-  Piped p = StartPiped({"/bin/sleep", "100"});
+TEST_F(SessionInit, TheKernelsEndIsReportedAndANewKernelTakesOver) {
+  Piped p = StartPiped({"/bin/sh", "-c", "sleep 100 & echo started; wait"});
   ASSERT_GT(p.pid, 2);
-  jail::Outcome o = Exec("import os\nos._exit(3)");
+  jail::Outcome o = Exec("import os\nx = 1\nos._exit(3)");
   EXPECT_EQ(o.ending, jail::Ending::kExited);
   EXPECT_EQ(o.exit_code, 3) << "the kernel's own status, not the init's";
   EXPECT_EQ(o.signal, 0);
-  EXPECT_FALSE(child_->alive());
-  auto exited = ExitOf(p.pid);
-  ASSERT_TRUE(exited.has_value());
-  EXPECT_TRUE(WIFSIGNALED(exited->value));
-  EXPECT_EQ(WTERMSIG(exited->value), SIGKILL);
-  EXPECT_TRUE(link_->kernel_status().has_value());
-  EXPECT_EQ(ReadToEnd(p.out.Get(), std::chrono::seconds(5)), "");
+  EXPECT_TRUE(o.kernel_restarted);
+  EXPECT_TRUE(child_->alive());
+  EXPECT_FALSE(link_->kernel_status().has_value()) << "the new kernel runs";
+  // The new kernel: the init's child, fresh, beside the process the host started.
+  jail::Outcome next = Exec("import os\nprint(os.getppid(), 'x' in globals())");
+  EXPECT_EQ(Out(next), "1 False\n");
+  EXPECT_FALSE(Next([&](const InitEvent& e) { return e.kind == Kind::kExited && e.pid == p.pid; },
+                    std::chrono::seconds(1))
+                   .has_value())
+      << "the host's process lived on";
+  jail::Outcome killed = Exec("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)");
+  EXPECT_EQ(killed.ending, jail::Ending::kSignaled);
+  EXPECT_TRUE(killed.kernel_restarted);
+  EXPECT_EQ(Out(Exec("print(3)")), "3\n");
+  child_.reset();  // the session's close ends the process
+  EXPECT_EQ(ReadToEnd(p.out.Get(), std::chrono::seconds(10)), "started\n");
 }
 
 TEST_F(SessionInit, AKernelKilledByASignalIsReportedSo) {

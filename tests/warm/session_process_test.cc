@@ -1,7 +1,8 @@
 // A session's processes through the engine (engine/session_processes.h, the gate's process
 // calls), end to end on real warm children: background processes listed, fed, signalled,
-// resized, read from any offset by several readers, outliving the calls that started them, and
-// ending with the session or its kernel; caps refused clearly; other owners see nothing.
+// resized, read from any offset by several readers, outliving the calls that started them and
+// the kernel (which restarts in the same sandbox), ending with the session; caps refused
+// clearly; other owners see nothing.
 #include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
@@ -233,40 +234,90 @@ TEST_F(SessionProcess, AProcessOutlivesItsStartAndTheNextExecution) {
   EXPECT_EQ(Out(ps), "1\n") << Describe(ps);
 }
 
-TEST_F(SessionProcess, TheKernelsEndEndsEveryProcessAndTheReplySaysLost) {
+// What the code started dies with its kernel, setsid or not; the session's machine does not.
+void ExpectGoneSoon(const std::string& cmdline) {
+  const auto deadline = steady_clock::now() + kLong;
+  while (!HostPidsWithCmdline(cmdline).empty() && steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(HostPidsWithCmdline(cmdline).empty()) << cmdline << " outlived the kernel that started it";
+}
+
+// The code's own children: one in the kernel's session, one that left it (setsid).
+constexpr const char* kCodeChildren =
+    "import subprocess\n"
+    "subprocess.Popen(['sleep', '4101'])\n"
+    "subprocess.Popen(['sleep', '4102'], start_new_session=True)\n";
+
+TEST_F(SessionProcess, TheKernelsEndKeepsTheMachineAndKillsWhatTheCodeStarted) {
   ProcessInfo a = StartOk(Shell("sleep 100"));
   ProcessInfo b = StartOk(Shell("sleep 100"));
-  Exec(id_, "x = 1");
+  Exec(id_, std::string("x = 1\nopen('/home/user/kept.txt', 'w').write('kept')\n") + kCodeChildren);
   Result r = Exec(id_, "import os\nos._exit(4)");
   EXPECT_EQ(r.exit_code, 4) << Describe(r);
   ASSERT_TRUE(r.session.has_value());
   EXPECT_FALSE(r.session->preserved);
   EXPECT_EQ(r.session->lost_reason, "exited");
+  EXPECT_TRUE(r.session->files_kept) << Describe(r);
+  ExpectGoneSoon("sleep 4101");
+  ExpectGoneSoon("sleep 4102");
+  Result next = Exec(id_, "print('x' in globals(), open('/home/user/kept.txt').read())");
+  EXPECT_EQ(Out(next), "False kept\n") << Describe(next);
   for (int32_t pid : {a.pid, b.pid}) {
-    ProcessInfo end = WaitEnd(pid);
-    EXPECT_FALSE(end.running);
-    EXPECT_TRUE(end.signal == SIGKILL || end.ended_by == "session_end") << end.ended_by;
+    auto info = Table()->Get(pid);
+    ASSERT_TRUE(info.has_value());
+    EXPECT_TRUE(info->running) << "a process of the session died with the kernel";
   }
-  // A process killing the kernel between executions: the next reply says lost.
-  ProcessInfo killer = StartOk(Shell("sleep 2; kill -9 2"));  // restarts the session first
-  Result fresh = Exec(id_, "y = 1");
-  EXPECT_EQ(fresh.status, Status::kOk) << Describe(fresh);
+  // A process killing the kernel between executions: the next reply says lost, files kept.
+  Result pid = Exec(id_, "import os\ny = 1\nprint(os.getpid())");
+  ASSERT_EQ(pid.status, Status::kOk) << Describe(pid);
+  ProcessInfo killer = StartOk(Shell("kill -9 " + Out(pid)));
   EXPECT_FALSE(WaitEnd(killer.pid).running);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Result next = Exec(id_, "print('y' in globals())");
-  EXPECT_EQ(Out(next), "False\n") << Describe(next);
-  ASSERT_TRUE(next.session.has_value());
-  EXPECT_FALSE(next.session->preserved);
-  EXPECT_EQ(next.session->lost_reason, "exited");
+  Result after = Exec(id_, "print('y' in globals(), open('/home/user/kept.txt').read())");
+  EXPECT_EQ(Out(after), "False kept\n") << Describe(after);
+  ASSERT_TRUE(after.session.has_value());
+  EXPECT_FALSE(after.session->preserved);
+  EXPECT_EQ(after.session->lost_reason, "exited");
+  EXPECT_TRUE(after.session->files_kept);
+  EXPECT_TRUE(Table()->Get(a.pid)->running);
 }
 
-TEST_F(SessionProcess, TheMemoryLimitOnTheKernelEndsTheProcessesToo) {
+TEST_F(SessionProcess, ATimeoutRestartsTheKernelAloneAndTheNextReplySaysSo) {
+  ProcessInfo p = StartOk(Shell("sleep 100"));
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(2);
+  Result spin = Exec(
+      id_,
+      std::string("z = 1\nopen('/tmp/t.txt', 'w').write('t')\n") + kCodeChildren + "while True:\n    pass",
+      limits);
+  EXPECT_EQ(spin.status, Status::kTimeout) << Describe(spin);
+  ASSERT_TRUE(spin.session.has_value());
+  EXPECT_EQ(spin.session->lost_reason, "timeout");
+  EXPECT_TRUE(spin.session->files_kept) << Describe(spin);
+  ExpectGoneSoon("sleep 4101");
+  ExpectGoneSoon("sleep 4102");
+  Result next = Exec(id_, "print('z' in globals(), open('/tmp/t.txt').read())");
+  EXPECT_EQ(Out(next), "False t\n") << Describe(next);
+  ASSERT_TRUE(next.session.has_value());
+  EXPECT_FALSE(next.session->preserved);
+  EXPECT_TRUE(next.session->files_kept);
+  EXPECT_TRUE(Table()->Get(p.pid)->running);
+  // Said twice, then the state is the new kernel's own.
+  Result third = Exec(id_, "print(1)");
+  ASSERT_TRUE(third.session.has_value());
+  EXPECT_TRUE(third.session->preserved) << Describe(third);
+  EXPECT_FALSE(third.session->files_kept);
+}
+
+TEST_F(SessionProcess, TheMemoryLimitOnTheKernelKeepsTheProcesses) {
   ProcessInfo p = StartOk(Shell("sleep 100"));
   Result oom = Exec(id_, "x = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])");
   EXPECT_EQ(oom.status, Status::kMemoryLimit) << Describe(oom);
   ASSERT_TRUE(oom.session.has_value());
   EXPECT_EQ(oom.session->lost_reason, "memory_limit");
-  EXPECT_FALSE(WaitEnd(p.pid).running);
+  EXPECT_TRUE(oom.session->files_kept) << Describe(oom);
+  EXPECT_TRUE(Table()->Get(p.pid)->running);
+  EXPECT_EQ(Out(Exec(id_, "print(2)")), "2\n");
 }
 
 TEST_F(SessionProcess, CapsAreRefusedClearly) {

@@ -432,6 +432,7 @@ TEST_F(WarmSessions, AKillLosesTheStateAndTheRepliesSaySo) {
   ASSERT_TRUE(killed.session.has_value());
   EXPECT_FALSE(killed.session->preserved);
   EXPECT_EQ(killed.session->lost_reason, "timeout");
+  EXPECT_TRUE(killed.session->files_kept) << "only the kernel restarted";
   Result next = Exec(s->id, "print('x' in globals())");
   EXPECT_EQ(Out(next), "False\n") << Describe(next);
   EXPECT_FALSE(next.session->preserved) << "the first reply after a loss says so";
@@ -495,8 +496,9 @@ TEST_F(WarmSessions, PlantedLinksAreNotFollowedAndExitLosesTheState) {
   ASSERT_TRUE(exited.session.has_value());
   EXPECT_FALSE(exited.session->preserved);
   EXPECT_EQ(exited.session->lost_reason, "exited");
-  Result fresh = Exec(s->id, "import os\nprint(sorted(os.listdir('.')))");
-  EXPECT_EQ(Out(fresh), "[]\n") << "a restarted session has a fresh work dir";
+  EXPECT_TRUE(exited.session->files_kept) << Describe(exited);
+  Result kept = Exec(s->id, "import os\nprint(sorted(os.listdir('.')))");
+  EXPECT_EQ(Out(kept), "['fifo', 'link', 'real.txt']\n") << "a new kernel, the same sandbox";
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
@@ -814,17 +816,18 @@ TEST_F(WarmSessions, FilesOfASessionWhoseProcessEndedBetweenExecutions) {
                   "threading.Timer(0.3, os._exit, (0,)).start()");
   EXPECT_EQ(a.status, Status::kOk) << Describe(a);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  auto gone = S().ReadFile(s->id, "old.txt", 10);
-  ASSERT_FALSE(gone.has_value());
-  EXPECT_EQ(gone.error().kind, SessionError::kFileNotFound) << gone.error().message;
-  // An upload restarts the session, so the file is there for the next execution, whose reply
-  // says that the state was lost.
+  // The sandbox outlives its kernel: the files are there, read and written between executions.
+  auto kept = S().ReadFile(s->id, "old.txt", 10);
+  ASSERT_TRUE(kept.has_value()) << kept.error().message;
+  EXPECT_EQ(*kept, "o");
   auto w = S().WriteFile(s->id, "new.txt", "n");
   ASSERT_TRUE(w.has_value()) << w.error().message;
+  // The next execution runs on a new kernel, and its reply says that the state was lost.
   Result b = Exec(s->id, "import os\nprint(sorted(os.listdir('.')), 'x' in globals())");
-  EXPECT_EQ(Out(b), "['new.txt'] False\n") << Describe(b);
+  EXPECT_EQ(Out(b), "['new.txt', 'old.txt'] False\n") << Describe(b);
   ASSERT_TRUE(b.session.has_value());
   EXPECT_FALSE(b.session->preserved);
+  EXPECT_TRUE(b.session->files_kept);
   EXPECT_EQ(b.session->lost_reason, "exited");
   EXPECT_TRUE(b.files.empty()) << Describe(b);
   EXPECT_TRUE(S().Delete(s->id).has_value());

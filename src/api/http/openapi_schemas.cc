@@ -25,11 +25,15 @@ json SessionState() {
         String(
             "Why the state was lost: `timeout`, `memory_limit`, `output_limit`, `crash`, `internal_error`, "
             "`server_restarted`, `restore_failed`, ...; or, when `restored`, what was restored.")},
+       {"files_kept",
+        Boolean("When `lost`: only the Python kernel restarted; the session's files (its home and writable "
+                "root) and its background processes are as they were.")},
        {"not_restored", ArrayOf(Schema("LeftOut"), "When `restored`: what the snapshot could not hold.")}},
       true);
   state["description"] =
       "In a session's reply: whether the session's Python state survived. `lost` (with the reason) means "
-      "variables and imports are gone and the session restarted empty at `generation` + 1; the next reply "
+      "variables and imports are gone and the session restarted at `generation` + 1: empty, or, with "
+      "`files_kept`, with a new Python kernel in the same sandbox (files and processes kept); the next reply "
       "says `lost` once more. `restored` (the first reply after the server restarted, with a state dir): the "
       "state was restored from the session's saved snapshot; `reason` says which state (after the last "
       "execution, or an earlier checkpoint: then what the later executions changed is lost) and "

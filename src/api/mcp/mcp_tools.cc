@@ -120,7 +120,8 @@ json ExecuteOutputSchema() {
                {{"id", str},
                 {"generation", count},
                 {"state", {{"type", "string"}, {"enum", {"preserved", "lost"}}}},
-                {"reason", str}}},
+                {"reason", str},
+                {"files_kept", {{"type", "boolean"}}}}},
               {"required", {"id", "generation", "state"}}}},
             {"installed", InstalledSchema()}}},
           {"required", {"status", "stdout", "stderr", "result", "display", "error", "files", "usage"}}};
@@ -247,7 +248,7 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kWaitSeconds:
     case FieldId::kToolSignal:
     case FieldId::kNetwork:  // HTTP's /v1/execute only, for now
-      break;  // not an argument of these tools (the process tools': mcp_process_tools.cc)
+      break;                 // not an argument of these tools (the process tools': mcp_process_tools.cc)
   }
   return {};
 }
