@@ -18,7 +18,7 @@ export async function processSteps(client, t) {
     const start = tools.find((x) => x.name === "start_process")?.inputSchema;
     check("processes: start_process's arguments are the request schema's",
       JSON.stringify(Object.keys(start?.properties ?? {}).sort()) ===
-        JSON.stringify(["argv", "command", "cwd", "env", "session_id", "stdin", "tag", "wait_seconds"]) &&
+        JSON.stringify(["argv", "cols", "command", "cwd", "env", "pty", "rows", "session_id", "stdin", "tag", "wait_seconds"]) &&
       JSON.stringify(start?.required) === JSON.stringify(["session_id"]) && start?.properties?.wait_seconds?.maximum === 30,
       JSON.stringify(start));
     const read = tools.find((x) => x.name === "read_process_output")?.inputSchema;
@@ -63,6 +63,25 @@ export async function processSteps(client, t) {
       out?.running === false && out?.more === false && out?.next_offset === 17, JSON.stringify(read));
     const again = await call("send_process_input", { session_id: id, pid, input: "late\n" });
     check("processes: input after the end is refused", again.isError === true && textOf(again).startsWith("[execbox] refused ("), textOf(again));
+  });
+
+  await step("processes: bash on a pty", async () => {
+    const started = await call("start_process", { session_id: id, argv: ["bash", "--norc", "-i"], pty: true, rows: 30, cols: 100 });
+    const pid = started.structuredContent?.pid;
+    check("processes: bash started on a pty", started.isError === false && started.structuredContent?.pty === true &&
+      started.structuredContent?.size?.rows === 30, JSON.stringify(started));
+    const sent = await call("send_process_input", { session_id: id, pid, input: "stty size; echo pty-$((6*7))\n" });
+    check("processes: typed into the pty", sent.isError === false, JSON.stringify(sent));
+    let seen = "";
+    for (let offset = 0, i = 0; i < 100 && !(seen.includes("pty-42") && seen.includes("30 100")); ++i) {
+      const read = await call("read_process_output", { session_id: id, pid, offset });
+      seen += read.structuredContent?.stdout ?? "";
+      offset = read.structuredContent?.next_offset ?? offset;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    check("processes: the terminal echoed and ran it at its size", seen.includes("pty-42") && seen.includes("30 100"), JSON.stringify(seen));
+    const killed = await call("signal_process", { session_id: id, pid, signal: "KILL" });
+    check("processes: the pty's bash killed", killed.structuredContent?.running === false, JSON.stringify(killed));
   });
 
   await step("processes: waiting for output", async () => {

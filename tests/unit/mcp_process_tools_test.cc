@@ -77,7 +77,9 @@ TEST(McpProcessTools, BadArgumentsAreRefusedBeforeTheGateIsAsked) {
   };
   const std::pair<const char*, json> bad[] = {
       {"start_process", {{"session_id", "s"}}},
-      {"start_process", {{"session_id", "s"}, {"command", "x"}, {"pty", true}}},
+      {"start_process", {{"session_id", "s"}, {"command", "x"}, {"pty", true}, {"stdin", true}}},
+      {"start_process", {{"session_id", "s"}, {"command", "x"}, {"rows", 5}}},
+      {"start_process", {{"session_id", "s"}, {"command", "x"}, {"pty", true}, {"cols", 0}}},
       {"read_process_output", {{"session_id", "s"}, {"pid", "1"}}},
       {"read_process_output", {{"session_id", "s"}, {"pid", 1}, {"wait_seconds", 600}}},
       {"send_process_input", {{"session_id", "s"}, {"pid", 1}}},

@@ -30,7 +30,8 @@ TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
   EXPECT_EQ(AllowedNames(kProcessInputBody), "data, data_base64");
   EXPECT_EQ(AllowedNames(kProcessSignalBody), "signal");
   EXPECT_EQ(AllowedNames(kProcessResizeBody), "rows, cols");
-  EXPECT_EQ(AllowedNames(kStartProcessTool), "session_id, argv, command, env, cwd, stdin, tag, wait_seconds");
+  EXPECT_EQ(AllowedNames(kStartProcessTool),
+            "session_id, argv, command, env, cwd, pty, rows, cols, stdin, tag, wait_seconds");
   EXPECT_EQ(AllowedNames(kListProcessesTool), "session_id");
   EXPECT_EQ(AllowedNames(kReadOutputTool), "session_id, pid, offset, max_bytes, wait_seconds");
   EXPECT_EQ(AllowedNames(kSendInputTool), "session_id, pid, input, close_stdin");

@@ -39,8 +39,9 @@ constexpr ProcessTool kProcessToolList[] = {
      "stream is kept: dropped counts the bytes lost before next_offset. running false and more false: "
      "nothing more will come. wait_seconds waits for the process to end first."},
     {"send_process_input", "Send process input", kSendInputTool,
-     "Writes text to the stdin of a process started with stdin: true (at most 1 MiB a call); close_stdin "
-     "then closes it, so that the process reads end of file."},
+     "Writes text to the stdin of a process started with stdin: true, or types it into one started with "
+     "pty: true (at most 1 MiB a call); close_stdin then closes a stdin pipe, so that the process reads end "
+     "of file."},
     {"signal_process", "Signal process", kSignalProcessTool,
      "Sends a signal (SIGTERM unless another is named) to a process and its process group, then waits up "
      "to a second for it to end; returns the process as it then is."},
