@@ -149,6 +149,8 @@ int RunMcp(const McpArgs& args) {
   engine::Gate gate(**engine, {.limits = config.limits,
                                .max_running = config.max_running,
                                .max_queue = config.max_queue,
+                               .network = config.network,
+                               .network_max_connections = config.network_max_connections,
                                .audit = audit.get(),
                                .key_defaults = config.key_defaults});
   // What the sandbox can import, named in execute_python's description (see serve_command.cc).

@@ -34,6 +34,8 @@ const std::string kServeHelp =
     "tokens). Each key has caps: max_concurrent, max_sessions, max_queued, max_processes and\n"
     "max_session_state_mb in its [[keys]] entry, else the server's ([admission] max_sessions_per_key,\n"
     "...); past one a request gets 429 naming it, and running slots go to the keys in turn.\n"
+    "No network unless [network] allow names what a request may ask for (a key's own network narrows\n"
+    "it); each attempt is listed in the Result, the audit log and /metrics.\n"
     "With no key configured the server only listens on loopback and prints a generated\n"
     "token. SIGTERM or SIGINT: stop accepting, let running executions finish for up to the grace\n"
     "period, stop the rest, save the sessions (with --session-state-dir), clean up, exit 0.\n"
@@ -231,13 +233,15 @@ int RunServe(const ServeArgs& args) {
   }
   // Every transport's requests (HTTP, MCP over HTTP) pass this one gate.
   api::Metrics metrics;
-  auto gate = std::make_unique<engine::Gate>(**engine, engine::GateOptions{.limits = config.limits,
-                                                                           .max_running = config.max_running,
-                                                                           .max_queue = config.max_queue,
-                                                                           .network = config.network,
-                                                                           .audit = audit.get(),
-                                                                           .observer = &metrics,
-                                                                           .key_defaults = config.key_defaults});
+  auto gate = std::make_unique<engine::Gate>(
+      **engine, engine::GateOptions{.limits = config.limits,
+                                    .max_running = config.max_running,
+                                    .max_queue = config.max_queue,
+                                    .network = config.network,
+                                    .network_max_connections = config.network_max_connections,
+                                    .audit = audit.get(),
+                                    .observer = &metrics,
+                                    .key_defaults = config.key_defaults});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();

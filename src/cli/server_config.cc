@@ -152,6 +152,10 @@ class Reader {
   // The caps per key (engine/key_caps.h) under their [[keys]] names, each with `suffix`
   // ("" in [[keys]], "_per_key" for the server's defaults in [admission]).
   void CapFields(engine::KeyCaps& caps, const std::string& suffix, std::vector<Field>& fields) const;
+  // A network policy's table ([network], or a key's `network`): allow and deny, each entry parsed;
+  // [network]'s max_connections too where `max_connections` is given.
+  Status Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
+                 size_t* max_connections = nullptr) const;
 
   static std::string TypeName(const toml::node& node) {
     switch (node.type()) {
@@ -277,6 +281,31 @@ void Reader::CapFields(engine::KeyCaps& caps, const std::string& suffix, std::ve
                     }});
 }
 
+Status Reader::Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
+                       size_t* max_connections) const {
+  std::vector<std::string> lists[2];
+  auto list = [this](std::vector<std::string>* out) -> Handler {
+    return [this, out](const toml::node& node, const std::string& key) -> Status {
+      const auto* array = node.as_array();
+      if (array == nullptr) return Err(node, key, "expected an array of strings, got " + TypeName(node));
+      for (size_t i = 0; i < array->size(); ++i) {
+        auto v = String(*array->get(i), key + "[" + std::to_string(i) + "]");
+        if (!v) return std::unexpected(v.error());
+        out->push_back(*v);
+      }
+      return {};
+    };
+  };
+  std::vector<Field> fields{{"allow", list(&lists[0])}, {"deny", list(&lists[1])}};
+  if (max_connections != nullptr)
+    fields.push_back({"max_connections", SetUint(*max_connections, 1, 100'000)});
+  if (auto s = Fields(table, prefix, fields); !s) return s;
+  auto parsed = engine::ParseNetPolicy(lists[0], lists[1]);
+  if (!parsed) return Err(table, prefix, parsed.error().message);
+  policy = std::move(*parsed);
+  return {};
+}
+
 Status Reader::Key(const toml::table& table, const std::string& prefix, ApiKey& key) const {
   bool has_id = false, has_sha = false;
   std::vector<Field> fields{
@@ -319,6 +348,15 @@ Status Reader::Key(const toml::table& table, const std::string& prefix, ApiKey& 
          return {};
        }},
   };
+  // A key's own network bound, within the server's [network] (checked once both are read).
+  fields.push_back({"network", [this, &key](const toml::node& node, const std::string& k) -> Status {
+                      auto t = Table(node, k);
+                      if (!t) return std::unexpected(t.error());
+                      engine::NetPolicy policy;
+                      if (auto s = Network(**t, k, policy); !s) return s;
+                      key.caps.network = std::move(policy);
+                      return {};
+                    }});
   CapFields(key.caps, "", fields);
   if (auto s = Fields(table, prefix, fields); !s) return s;
   if (!has_id) return Err(table, prefix + ".id", "missing");
@@ -468,25 +506,8 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                            });
            })},
           // [network] allow/deny: the widest policy a request may ask for (engine/net_policy.h).
-          {"network", section([&](const toml::table& t, const std::string& prefix) -> Status {
-             std::vector<std::string> lists[2];
-             auto list = [this](std::vector<std::string>* out) -> Handler {
-               return [this, out](const toml::node& node, const std::string& key) -> Status {
-                 const auto* array = node.as_array();
-                 if (array == nullptr) return Err(node, key, "expected an array of strings, got " + TypeName(node));
-                 for (size_t i = 0; i < array->size(); ++i) {
-                   auto v = String(*array->get(i), key + "[" + std::to_string(i) + "]");
-                   if (!v) return std::unexpected(v.error());
-                   out->push_back(*v);
-                 }
-                 return {};
-               };
-             };
-             if (auto s = Fields(t, prefix, {{"allow", list(&lists[0])}, {"deny", list(&lists[1])}}); !s) return s;
-             auto policy = engine::ParseNetPolicy(lists[0], lists[1]);
-             if (!policy) return Err(t, prefix, policy.error().message);
-             c.network = std::move(*policy);
-             return {};
+          {"network", section([&](const toml::table& t, const std::string& prefix) {
+             return Network(t, prefix, c.network, &c.network_max_connections);
            })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,
@@ -560,6 +581,14 @@ Status LoadConfigFile(const std::string& path, ServerConfig& config) {
 
   if (auto s = engine::ValidateLimitsConfig(updated.limits); !s)
     return std::unexpected(Context(path, s.error()));
+  for (size_t i = 0; i < updated.keys.size(); ++i) {
+    const auto& bound = updated.keys[i].caps.network;
+    if (!bound) continue;
+    if (auto beyond = engine::FirstEntryBeyond(*bound, updated.network)) {
+      return Fail(path + ": keys[" + std::to_string(i) + "].network: allow entry '" + *beyond +
+                  "' is beyond the server's [network] allow");
+    }
+  }
 
   config = std::move(updated);
   return {};

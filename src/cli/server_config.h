@@ -64,6 +64,8 @@ struct ServerConfig {
   std::string wheelhouse;
   // [network] allow, deny: the widest network policy a request may ask for; empty: none.
   engine::NetPolicy network;
+  // [network] max_connections: connection attempts served per execution; 0: the proxy's default.
+  size_t network_max_connections = 0;
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
 

@@ -23,6 +23,9 @@ struct AuditRecord {
   std::string status;    // the Result's status, or "refused:<type>"
   nlohmann::json usage;  // the Result's usage object, or null
   std::string peer;      // the client's address, when there is one
+  // The Result's `network` (every connection attempt, as the Result lists them), or null when
+  // it ran without a network policy.
+  nlohmann::json network;
 };
 
 class AuditLog {

@@ -11,7 +11,9 @@ Expected<Result> ExecuteCold(const runtime::PythonProgram& given, const ExecuteO
   std::unique_ptr<EgressProxy> proxy;
   runtime::PythonProgram with_egress;
   if (options.network != nullptr) {
-    auto started = EgressProxy::Start(*options.network);
+    EgressLimits limits;
+    if (options.max_connections != 0) limits.max_connections = options.max_connections;
+    auto started = EgressProxy::Start(*options.network, limits);
     if (!started) return std::unexpected(Context("network proxy", started.error()));
     proxy = std::move(*started);
     with_egress = given;

@@ -267,6 +267,7 @@ void EgressProxy::Accept() {
     if (fds.size() != 1 || (msg.msg_flags & MSG_CTRUNC) != 0 || !IsStreamSocket(fds[0].Get())) {
       std::lock_guard lock(mu_);
       ++omitted_;
+      ++refused_;
       continue;
     }
     Take(std::move(fds[0]));
@@ -279,6 +280,7 @@ void EgressProxy::Take(UniqueFd fd) {
   if (index >= limits_.max_connections || open_ >= limits_.max_open) {
     // Closing the socket is the client's answer; the attempt is listed as refused.
     NetConnection c{.allowed = false, .reason = "limit"};
+    ++refused_;
     if (listed_.size() < limits_.max_listed) {
       listed_.emplace_back(index, std::move(c));
     } else {
@@ -293,6 +295,7 @@ void EgressProxy::Take(UniqueFd fd) {
 void EgressProxy::Record(size_t index, NetConnection c) {
   std::lock_guard lock(mu_);
   --open_;
+  ++(c.allowed ? allowed_ : refused_);
   if (listed_.size() < limits_.max_listed) {
     listed_.emplace_back(index, std::move(c));
   } else {
@@ -431,6 +434,8 @@ NetRecord EgressProxy::Finish() {
   NetRecord record;
   for (auto& [index, c] : listed_) record.connections.push_back(std::move(c));
   record.omitted = omitted_;
+  record.allowed = allowed_;
+  record.refused = refused_;
   return record;
 }
 

@@ -61,6 +61,7 @@ class EgressProxy {
   std::vector<std::thread> workers_;
   std::vector<std::pair<size_t, NetConnection>> listed_;
   uint64_t omitted_ = 0;
+  uint64_t allowed_ = 0, refused_ = 0;
   size_t taken_ = 0;
   size_t open_ = 0;
   bool finished_ = false;

@@ -20,6 +20,9 @@ struct ExecuteOptions {
   // The execution's network policy (within the server's: the gate checks), or null for no
   // network at all. Runs in a cold jail (warm children and sessions have no egress yet).
   const NetPolicy* network = nullptr;
+  // Connection attempts served under that policy (later ones are refused, "limit"); 0: the
+  // proxy's default (EgressLimits).
+  size_t max_connections = 0;
 };
 
 }  // namespace execbox::engine

@@ -94,7 +94,8 @@ void Gate::Scrub(Result& r) const {
 }
 
 void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
-                 const std::string& code, const std::string& status, const nlohmann::json& usage) {
+                 const std::string& code, const std::string& status, const nlohmann::json& usage,
+                 const nlohmann::json& network) {
   if (options_.audit == nullptr) return;
   options_.audit->Write(AuditRecord{.caller_id = caller.id,
                                     .transport = TransportName(origin.transport),
@@ -103,7 +104,8 @@ void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, 
                                     .code = code,
                                     .status = status,
                                     .usage = usage,
-                                    .peer = origin.peer});
+                                    .peer = origin.peer,
+                                    .network = network});
 }
 
 Refusal Gate::Reject(const Caller& caller, const Origin& origin, const char* route,
@@ -174,25 +176,6 @@ Refused<void> Gate::CheckMode(const ExecutionRequest& request) const {
   return {};
 }
 
-Refused<void> Gate::CheckNetwork(ExecutionRequest& request) const {
-  if (!request.network) return {};
-  auto refuse = [](std::string detail, nlohmann::json extra = nlohmann::json::object()) {
-    extra["field"] = "network";
-    return Refuse(RefusalReason::kNetworkNotAllowed, std::move(detail), std::move(extra));
-  };
-  if (options_.network.allow.empty())
-    return refuse("this server allows no network (its configuration's [network] allow is empty)");
-  if (request.session_id)
-    return refuse("a network policy applies to one-shot executions only; sessions have no network yet");
-  if (request.program.mode != runtime::Mode::kRun) return refuse("a network policy is for code that runs");
-  if (auto beyond = FirstEntryBeyond(*request.network, options_.network)) {
-    return refuse("network.allow entry '" + *beyond + "' is beyond what this server allows",
-                  {{"entry", *beyond}});
-  }
-  request.network = Within(std::move(*request.network), options_.network);
-  return {};
-}
-
 Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, const Origin& origin) {
   const bool check = request.program.mode == runtime::Mode::kCheck;
   const char* route = check ? "check" : request.session_id ? "session" : "execute";
@@ -218,7 +201,7 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   if (check) request.program.limits.wall_time = std::min(limits->wall_time, kCheckWallTime);
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
   if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
-  if (auto net = CheckNetwork(request); !net) return refuse(std::move(net.error()));
+  if (auto net = CheckNetwork(caller, request); !net) return refuse(std::move(net.error()));
   auto ticket = admission_.Reserve(WithCaps(caller));
   if (!ticket) return refuse(std::move(ticket.error()));
   Admitted admitted;
@@ -255,7 +238,10 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
       outcome = std::unexpected(FromSession(r.error(), session_id));
   } else {
     ExecuteOptions with_network = options;
-    if (a.request.network) with_network.network = &*a.request.network;
+    if (a.request.network) {
+      with_network.network = &*a.request.network;
+      with_network.max_connections = options_.network_max_connections;
+    }
     auto r = engine_.Execute(program, with_network);
     if (r)
       outcome = std::move(*r);
@@ -278,9 +264,11 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
   }
   Scrub(r);
   const char* status = StatusName(r.status);
-  Audit(a.caller, a.origin, a.route, session_id, program.code, status, UsageJson(r));
+  Audit(a.caller, a.origin, a.route, session_id, program.code, status, UsageJson(r),
+        r.network ? NetworkJson(*r.network) : nlohmann::json());
   if (options_.observer != nullptr) {
     options_.observer->Finished(TransportName(a.origin.transport), a.route, status, seconds);
+    if (r.network) options_.observer->Connections(a.caller.id, r.network->allowed, r.network->refused);
   }
   return outcome;
 }

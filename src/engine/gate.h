@@ -56,6 +56,10 @@ class GateObserver {
                         double seconds) = 0;
   // A request refused before it ran (or while it waited): the refusal's type, '-' as '_'.
   virtual void Refused(std::string_view transport, std::string_view reason) = 0;
+  // An execution under a network policy ended: its connection attempts, by the policy's answer.
+  virtual void Connections(std::string_view caller, uint64_t allowed, uint64_t refused) {
+    (void)caller, (void)allowed, (void)refused;
+  }
 };
 
 struct GateOptions {
@@ -66,6 +70,9 @@ struct GateOptions {
   // a request's allow entries must each be covered by one of these, and these deny entries
   // are added to every request's. No allow entries: no request may have network.
   NetPolicy network;
+  // Connection attempts served per execution under a policy ([network] max_connections); 0: the
+  // proxy's default.
+  size_t network_max_connections = 0;
   AuditLog* audit = nullptr;
   GateObserver* observer = nullptr;
   // The caps of a caller whose own ([[keys]]) leave one unset (key_caps.h).
@@ -114,6 +121,9 @@ class Gate {
   size_t max_running() const { return max_running_; }
   size_t max_queue() const { return options_.max_queue; }
   bool sessions_available() { return engine_.sessions() != nullptr; }
+  // The widest network `caller` may ask for: its key's bound ([[keys]] network) within the
+  // server's ([network]), the deny entries of both; no allow entries: none at all.
+  NetPolicy NetworkBound(const Caller& caller) const;
   GateStats Stats();
 
   // Decides at once, never blocking (a front end may call it on its I/O thread, so a flood of
@@ -143,6 +153,10 @@ class Gate {
   Refused<CreatedSession> CreateSession(const Caller& caller, const LimitOverrides& limits,
                                         const Origin& origin, bool checkpoint,
                                         std::vector<std::string> packages);
+  // A session asked for with a network policy (E2B's allowInternetAccess or network): checked
+  // as an execution's would be (the caller's bound, the entry beyond it named), then refused,
+  // since a session cannot carry a policy yet; audited and counted as a refusal.
+  Refused<void> CheckSessionNetwork(const Caller& caller, const NetPolicy& asked, const Origin& origin);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
   // The limits the caller's session was created with, at once (never waiting for a running
   // execution, as Session does): whether it still exists, for a front end that must not block.
@@ -231,8 +245,12 @@ class Gate {
   Refused<void> CheckInputs(const runtime::PythonProgram& program) const;
   Refused<PackageCatalog> ListPackagesOnce();
   Refused<void> CheckMode(const ExecutionRequest& request) const;
-  // A request's network policy within the server's, its deny entries added; refused otherwise.
-  Refused<void> CheckNetwork(ExecutionRequest& request) const;
+  // A request's network policy within the caller's bound, its deny entries added; refused
+  // otherwise (gate_network.cc).
+  Refused<void> CheckNetwork(const Caller& caller, ExecutionRequest& request) const;
+  // `asked` within the caller's bound (NetworkBound), with the bound's deny entries added; else
+  // the refusal naming the entry beyond it, or saying the caller may have none.
+  Refused<NetPolicy> NetworkWithin(const Caller& caller, NetPolicy asked) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
   // A failure of the sandbox, logged with an incident id; the refusal says only that.
   Refusal Internal(const std::string& what, const std::string& detail) const;
@@ -246,7 +264,8 @@ class Gate {
   Refused<T> InSlot(const Caller& caller, const Origin& origin, const char* route, const std::string& id,
                     Call call);
   void Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
-             const std::string& code, const std::string& status, const nlohmann::json& usage);
+             const std::string& code, const std::string& status, const nlohmann::json& usage,
+             const nlohmann::json& network = nullptr);
   // The caps per key (gate_caps.cc). The caller with its unset caps taken from the defaults.
   Caller WithCaps(const Caller& caller) const;
   // A place for one more session (max_sessions), held until the session exists or failed.

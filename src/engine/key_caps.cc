@@ -9,7 +9,8 @@ KeyCaps KeyCaps::Or(const KeyCaps& d) const {
                  .max_queued = max_queued ? max_queued : d.max_queued,
                  .max_processes = max_processes ? max_processes : d.max_processes,
                  .max_session_state_bytes =
-                     max_session_state_bytes ? max_session_state_bytes : d.max_session_state_bytes};
+                     max_session_state_bytes ? max_session_state_bytes : d.max_session_state_bytes,
+                 .network = network ? network : d.network};
 }
 
 KeyCaps DefaultKeyCaps() {

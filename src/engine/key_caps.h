@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/net_policy.h"
 #include "engine/refusal.h"
 
 namespace execbox::engine {
@@ -21,6 +22,9 @@ struct KeyCaps {
   std::optional<size_t> max_queued;                 // executions waiting for a running slot
   std::optional<size_t> max_processes;              // processes running in its sessions
   std::optional<uint64_t> max_session_state_bytes;  // kept snapshots of its sessions' state
+  // The widest network its requests may ask for, within the server's [network] (whose deny
+  // entries apply too); unset: the server's.
+  std::optional<NetPolicy> network;
 
   // Each unset cap taken from `defaults`.
   KeyCaps Or(const KeyCaps& defaults) const;

@@ -93,6 +93,9 @@ struct NetConnection {
 struct NetRecord {
   std::vector<NetConnection> connections;
   uint64_t omitted = 0;  // attempts not listed (the list is full, or not even a connection)
+  // Every attempt, listed or not, by the policy's answer (per key in /metrics; not in the
+  // Result's JSON, whose list says the same of the attempts it holds).
+  uint64_t allowed = 0, refused = 0;
 };
 
 }  // namespace execbox::engine

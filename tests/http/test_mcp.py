@@ -101,7 +101,8 @@ class McpGateTest(ApiTestCase):
             self.assertIn(module, description)
         self.assertIn("no network", description)
         props = schema["properties"]
-        self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id"}, props)
+        # network: the same policy as /v1/execute's (tests/http/test_network.py uses it).
+        self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id", "network"}, props)
         self.assertEqual(schema["required"], ["code"])
         self.assertEqual(props["memory_mb"]["default"], 512, props["memory_mb"])
         self.assertEqual(props["memory_mb"]["minimum"], 16, props["memory_mb"])

@@ -61,8 +61,8 @@ await step("tools/list", async () => {
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
-  check("execute_python: code, session_id and the six limits, flat",
-    JSON.stringify(Object.keys(exec?.properties ?? {}).sort()) === JSON.stringify([...limits, "code", "session_id"].sort()),
+  check("execute_python: code, session_id, network and the six limits, flat",
+    JSON.stringify(Object.keys(exec?.properties ?? {}).sort()) === JSON.stringify([...limits, "code", "session_id", "network"].sort()),
     JSON.stringify(exec?.properties));
   check("execute_python: the built-in defaults and maxima",
     exec?.properties?.memory_mb?.default === 256 && exec?.properties?.memory_mb?.maximum === 4096 &&

@@ -657,6 +657,20 @@ TEST(McpToolSchemas, TakeEveryLimitWithTheServersValues) {
   EXPECT_NE(bad.error().detail.find("'memory_mb' must be an integer"), std::string::npos)
       << bad.error().detail;
   EXPECT_FALSE(ParseExecuteArguments({{"code", "1"}, {"gpu", 1}}).has_value());
+  // network: the same shape and reader as /v1/execute's.
+  auto net = ParseExecuteArguments(
+      {{"code", "1"}, {"network", {{"allow", {"*.example.test:443"}}, {"deny", {"x.example.test"}}}}});
+  ASSERT_TRUE(net.has_value()) << net.error().detail;
+  ASSERT_TRUE(net->network.has_value());
+  EXPECT_EQ(net->network->allow.size(), 1u);
+  EXPECT_EQ(net->network->deny.size(), 1u);
+  for (json value : {json{{"allow", {"value name"}}}, json{{"allow", "a.test"}}, json{{"other", json::array()}},
+                   json("a.test")}) {
+    auto refused = ParseExecuteArguments({{"code", "1"}, {"network", value}});
+    ASSERT_FALSE(refused.has_value()) << value.dump();
+    EXPECT_EQ(refused.error().type, "invalid-arguments");
+    EXPECT_NE(refused.error().detail.find("network"), std::string::npos) << refused.error().detail;
+  }
   EXPECT_FALSE(ParseExecuteArguments({{"timeout_seconds", 1}}).has_value());
 }
 

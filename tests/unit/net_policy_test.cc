@@ -174,18 +174,86 @@ TEST(ProxyParse, Socks5) {
 }  // namespace
 }  // namespace execbox::engine
 
+// A flood through the host's proxy: what the sandbox's relay would send, 10,000 times.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "engine/egress_proxy.h"
+
+namespace execbox::engine {
+namespace {
+
+// Passes one end of a fresh stream socket pair over the connector, as the agent's relay does
+// with each connection it accepts, after writing a proxy request into it; waits for the proxy's
+// answer to end (it closes the socket), so the attempts arrive one after another.
+void Attempt(int connector) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  const char request[] = "GET http://a.example.test/ HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(::send(pair[0], request, sizeof request - 1, MSG_NOSIGNAL),
+            static_cast<ssize_t>(sizeof request - 1));
+  char byte = 'c';
+  iovec iov{.iov_base = &byte, .iov_len = 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &pair[1], sizeof(int));
+  ASSERT_EQ(::sendmsg(connector, &msg, MSG_NOSIGNAL), 1);
+  ::close(pair[1]);
+  char buf[512];
+  while (::recv(pair[0], buf, sizeof buf, 0) > 0) {
+  }
+  ::close(pair[0]);
+}
+
+TEST(EgressProxy, AFloodOfAttemptsIsServedUpToTheLimitAndEveryOneCounted) {
+  // Nothing allowed: the first 100 are refused by the policy, the rest by the limit.
+  auto proxy = EgressProxy::Start(NetPolicy{}, EgressLimits{.max_connections = 100});
+  ASSERT_TRUE(proxy.has_value()) << proxy.error().message;
+  for (int i = 0; i < 10'000; ++i) Attempt((*proxy)->sandbox_fd());
+  (*proxy)->CloseSandboxEnd();
+  const NetRecord record = (*proxy)->Finish();
+  EXPECT_EQ(record.connections.size(), EgressLimits{}.max_listed);
+  EXPECT_EQ(record.connections.size() + record.omitted, 10'000u);
+  EXPECT_EQ(record.allowed, 0u);
+  EXPECT_EQ(record.refused, 10'000u);
+  size_t by_policy = 0, by_limit = 0;
+  for (const NetConnection& c : record.connections) {
+    EXPECT_FALSE(c.allowed);
+    (c.reason == "limit" ? by_limit : by_policy) += 1;
+  }
+  EXPECT_EQ(by_policy, 100u);
+  EXPECT_EQ(by_limit, EgressLimits{}.max_listed - 100);
+}
+
+}  // namespace
+}  // namespace execbox::engine
+
 // The gate's check of a request's policy against the server's, before anything runs.
 #include "engine/gate.h"
 
 namespace execbox::engine {
 namespace {
 
-Refused<Admitted> AdmitWith(const NetPolicy& bound, std::optional<NetPolicy> asked, bool session = false) {
+Gate& GateWith(const NetPolicy& bound) {
   static auto engine = Engine::Create({.warm = false});
   // One gate per bound (a Gate keeps its options); they live as long as the test binary.
   static std::vector<std::unique_ptr<Gate>> gates;
   gates.push_back(std::make_unique<Gate>(**engine, GateOptions{.network = bound}));
-  Gate* gate = gates.back().get();
+  return *gates.back();
+}
+
+Refused<Admitted> AdmitWith(const NetPolicy& bound, std::optional<NetPolicy> asked, bool session = false) {
+  Gate* gate = &GateWith(bound);
   ExecutionRequest r;
   r.program.code = "1";
   r.network = std::move(asked);
@@ -216,6 +284,49 @@ TEST(GateNetwork, SessionsRefuseAPolicyClearly) {
   ASSERT_FALSE(r.has_value());
   // Sessions need the warm engine; without it that refusal comes first. Either way nothing runs.
   EXPECT_TRUE(r.error().type == "network-not-allowed" || r.error().type == "sessions-unavailable") << r.error().type;
+}
+
+TEST(GateNetwork, AKeysBoundNarrowsTheServersAndBothDenyListsApply) {
+  Gate& gate = GateWith(*ParseNetPolicy({"*.example.test", "10.0.0.0/8"}, {"secret.example.test"}));
+  Caller narrow{.id = "narrow"};
+  narrow.caps.network = *ParseNetPolicy({"a.example.test", "evil.test"}, {"a.example.test:22"});
+  // An entry of the key's beyond the server's is dropped, not honoured.
+  const NetPolicy bound = gate.NetworkBound(narrow);
+  ASSERT_EQ(bound.allow.size(), 1u);
+  EXPECT_EQ(bound.allow[0].text, "a.example.test");
+  EXPECT_EQ(bound.deny.size(), 2u);
+  auto run = [&](const Caller& caller, std::vector<std::string> allow) {
+    ExecutionRequest r;
+    r.program.code = "1";
+    r.network = *ParseNetPolicy(allow, {});
+    return gate.Admit(caller, std::move(r), Origin{});
+  };
+  auto ok = run(narrow, {"a.example.test:443"});
+  ASSERT_TRUE(ok.has_value()) << ok.error().detail;
+  EXPECT_EQ(ok->resolved().network->deny.size(), 2u);
+  auto beyond = run(narrow, {"b.example.test"});
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_EQ(beyond.error().type, "network-not-allowed");
+  EXPECT_NE(beyond.error().detail.find("key 'narrow'"), std::string::npos) << beyond.error().detail;
+  EXPECT_TRUE(run(Caller{.id = "wide"}, {"b.example.test"}).has_value());  // the server's bound
+  Caller offline{.id = "offline"};
+  offline.caps.network = NetPolicy{};
+  auto none = run(offline, {"a.example.test"});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().detail.find("may have no network"), std::string::npos) << none.error().detail;
+}
+
+TEST(GateNetwork, ASessionAskedForWithNetworkIsRefusedSayingWhy) {
+  Gate& gate = GateWith(*ParseNetPolicy({"*.example.test"}, {}));
+  auto beyond = gate.CheckSessionNetwork(Caller{.id = "k"}, *ParseNetPolicy({"evil.test"}, {}), Origin{});
+  ASSERT_FALSE(beyond.has_value());
+  EXPECT_NE(beyond.error().detail.find("'evil.test'"), std::string::npos) << beyond.error().detail;
+  auto within =
+      gate.CheckSessionNetwork(Caller{.id = "k"}, *ParseNetPolicy({"a.example.test"}, {}), Origin{});
+  ASSERT_FALSE(within.has_value());
+  EXPECT_EQ(within.error().type, "network-not-allowed");
+  EXPECT_NE(within.error().detail.find("session cannot have network"), std::string::npos)
+      << within.error().detail;
 }
 
 }  // namespace

@@ -345,6 +345,26 @@ TEST(Config, NetworkIsTheWidestPolicyAndABadEntryIsNamed) {
   EXPECT_NE(LoadError("[network]\nallow = [\"10.0.0.1/8\"]\n").find("10.0.0.1/8"), std::string::npos);
   EXPECT_NE(LoadError("[network]\nallow = \"a.test\"\n").find("network.allow"), std::string::npos);
   EXPECT_NE(LoadError("[network]\nalow = []\n").find("network.alow: unknown key"), std::string::npos);
+  EXPECT_EQ(Load("[network]\nmax_connections = 100\n")->network_max_connections, 100u);
+  EXPECT_NE(LoadError("[network]\nmax_connections = 0\n").find("max_connections"), std::string::npos);
+}
+
+TEST(Config, AKeysNetworkLiesWithinTheServers) {
+  const std::string key = "[[keys]]\nid = \"k\"\nsha256 = \"" + std::string(64, 'a') + "\"\n";
+  auto c = Load("[network]\nallow = [\"*.example.test\"]\n" + key +
+                "network = { allow = [\"a.example.test:443\"] }\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  ASSERT_TRUE(c->keys.at(0).caps.network.has_value());
+  EXPECT_EQ(c->keys[0].caps.network->allow.size(), 1u);
+  // Unset: the server's (no bound of its own); empty: none.
+  EXPECT_FALSE(Load("[network]\nallow = [\"a.test\"]\n" + key)->keys.at(0).caps.network.has_value());
+  EXPECT_TRUE(Load(key + "network = { allow = [] }\n")->keys.at(0).caps.network->allow.empty());
+  // The order of the sections does not matter; an entry beyond the server's is named.
+  const std::string beyond =
+      LoadError(key + "network = { allow = [\"evil.test\"] }\n[network]\nallow = [\"a.test\"]\n");
+  EXPECT_NE(beyond.find("keys[0].network"), std::string::npos) << beyond;
+  EXPECT_NE(beyond.find("'evil.test'"), std::string::npos) << beyond;
+  EXPECT_NE(LoadError(key + "network = { allow = [\"bad name\"] }\n").find("bad name"), std::string::npos);
 }
 
 }  // namespace

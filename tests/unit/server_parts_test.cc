@@ -222,6 +222,20 @@ TEST(Metrics, EmptyRegistryStillDescribesEveryFamily) {
   }
 }
 
+TEST(Metrics, CountsNetworkConnectionsPerKey) {
+  Metrics m;
+  m.Connections("alice", 3, 1);
+  m.Connections("alice", 0, 9997);
+  const std::string text = m.Render({});
+  EXPECT_NE(text.find("# TYPE execbox_key_network_connections_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("execbox_key_network_connections_total{key=\"alice\",outcome=\"allowed\"} 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("execbox_key_network_connections_total{key=\"alice\",outcome=\"refused\"} 9998\n"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Metrics, EscapesLabelValues) {
   Metrics m;
   m.Rejected("a\\b\"c\nd");

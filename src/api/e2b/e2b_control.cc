@@ -6,6 +6,7 @@
 
 #include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_network.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
@@ -24,12 +25,10 @@ bool KnownTemplate(const std::string& id) {
 }
 
 // The E2B features a sandbox here cannot have: a request that asks for one is refused, never
-// answered with a sandbox that silently lacks it. (allow_internet_access is not among them: the
-// SDKs send true unless told otherwise, so it says nothing of what the caller wants; a sandbox
-// here has no network, which its code learns at its first connection attempt.)
+// answered with a sandbox that silently lacks it. (The network fields are e2b_network.h's.)
 std::optional<std::string> Unsupported(const nlohmann::json& body) {
   if (body.contains("autoPause") && body["autoPause"] == true) return "autoPause: sandboxes cannot be paused";
-  for (const char* field : {"mcp", "network", "volumeMounts", "iam", "secure_token"}) {
+  for (const char* field : {"mcp", "volumeMounts", "iam", "secure_token"}) {
     if (!body.contains(field) || body[field].is_null()) continue;
     if (body[field].is_object() && body[field].empty()) continue;
     return std::string(field) + ": not available in execbox";
@@ -201,6 +200,14 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   const auto lifetime = timeout.value_or(options_.default_timeout);
   const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
+  // Network, as far as the gate grants it: `allow_internet_access: true` (the SDKs' default)
+  // asks for the caller's whole bound, none where that is empty.
+  auto network = NetworkAsk(*body, gate_.NetworkBound(caller));
+  if (!network) return SendError(*exchange, 400, network.error());
+  if (*network) {
+    if (auto checked = gate_.CheckSessionNetwork(caller, **network, origin); !checked)
+      return SendRefusal(*exchange, checked.error());
+  }
   // Making a session forks a child: never on the I/O thread.
   calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime] {
     ForgetEnded();

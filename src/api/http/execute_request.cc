@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/common/json_text.h"
+#include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "base/base64.h"
 
@@ -367,28 +368,13 @@ Read ReadSessionId(const RequestField& field, const json& value, Reading& out) {
   return {};
 }
 
-// "network": {allow?: [strings], deny?: [strings]}, each entry parsed (engine/net_policy.h).
+// "network": {allow?: [strings], deny?: [strings]}, each entry parsed (api/schema/network_schema.h).
 Read ReadNetwork(const json& value, Reading& out) {
-  std::vector<std::string> lists[2];
-  const char* names[2] = {"allow", "deny"};
-  for (const auto& item : value.items()) {
-    if (item.key() != names[0] && item.key() != names[1])
-      return InvalidValue("network", "takes 'allow' and 'deny', not '" + item.key().substr(0, 64) + "'");
+  auto policy = ReadNetworkPolicy(value);
+  if (!policy) {
+    const FieldFault& fault = policy.error();
+    return Refuse(400, fault.type, "Invalid value", fault.detail, {{"field", fault.field}});
   }
-  for (int i = 0; i < 2; ++i) {
-    auto it = value.find(names[i]);
-    if (it == value.end() || it->is_null()) continue;
-    const std::string at = std::string("network.") + names[i];
-    if (!it->is_array()) return InvalidValue(at, "must be an array of strings");
-    if (it->size() > engine::kMaxNetRules)
-      return InvalidValue(at, "holds at most " + std::to_string(engine::kMaxNetRules) + " entries");
-    for (const json& entry : *it) {
-      if (!entry.is_string()) return InvalidValue(at, "must be an array of strings");
-      lists[i].push_back(entry.get<std::string>());
-    }
-  }
-  auto policy = engine::ParseNetPolicy(lists[0], lists[1]);
-  if (!policy) return InvalidValue("network", "entry " + policy.error().message);
   out.call.network = std::move(*policy);
   return {};
 }

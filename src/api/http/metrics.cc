@@ -127,6 +127,13 @@ void Metrics::Refused(std::string_view transport, std::string_view reason) {
   ++rejected_[{{"transport", std::string(transport)}, {"reason", std::string(reason)}}];
 }
 
+void Metrics::Connections(std::string_view caller, uint64_t allowed, uint64_t refused) {
+  std::lock_guard lock(mu_);
+  // Both series appear with a key's first execution under a policy, so a rate over either works.
+  connections_[{{"key", std::string(caller)}, {"outcome", "allowed"}}] += allowed;
+  connections_[{{"key", std::string(caller)}, {"outcome", "refused"}}] += refused;
+}
+
 void Metrics::Response(int status) {
   std::lock_guard lock(mu_);
   ++responses_[status];
@@ -173,6 +180,12 @@ std::string Metrics::Render(const Gauges& gauges) const {
          "Requests refused before running (or while waiting), by transport and reason.");
   for (const auto& [labels, value] : rejected_) {
     out.append("execbox_rejected_requests_total").append(LabelSet(labels)).append(" ");
+    out.append(std::to_string(value)).append("\n");
+  }
+  Header(out, "execbox_key_network_connections_total", "counter",
+         "Connection attempts through the network proxy, by key and the policy's answer (allowed, refused).");
+  for (const auto& [labels, value] : connections_) {
+    out.append("execbox_key_network_connections_total").append(LabelSet(labels)).append(" ");
     out.append(std::to_string(value)).append("\n");
   }
   Counter(out, "execbox_http_responses_total", "HTTP responses sent, by status code.", "code", responses_);

@@ -37,6 +37,8 @@ class Metrics : public engine::GateObserver {
   // A request refused by the gate: reason "queue_full" | "rate_limited" | "key_concurrency" |
   // "limit_exceeded" | "session_not_found" | "shutting_down" ...
   void Refused(std::string_view transport, std::string_view reason) override;
+  // An execution's connection attempts through the network proxy, counted per key.
+  void Connections(std::string_view caller, uint64_t allowed, uint64_t refused) override;
   // A request refused by the HTTP layer before it reached the gate: "unauthorized" |
   // "bad_request" | "too_large" ...
   void Rejected(std::string_view reason) { Refused("http", reason); }
@@ -62,6 +64,7 @@ class Metrics : public engine::GateObserver {
   std::map<Labels, uint64_t> rejected_;                             // transport, reason
   std::map<int, uint64_t> responses_;
   std::map<std::string, uint64_t> dropped_;
+  std::map<Labels, uint64_t> connections_;  // key, outcome
 };
 
 }  // namespace execbox::api

@@ -2,9 +2,9 @@
 
 #include "api/common/json_text.h"
 #include "api/http/openapi_parts.h"
+#include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "base/build_info.h"
-#include "engine/net_policy.h"
 #include "runtime/python_program.h"
 
 namespace execbox::api {
@@ -63,21 +63,6 @@ json PolicySchema() {
           {"description", DescriptionOf(policy, kExecuteBody)}};
 }
 
-// The `network` of a request: entries as engine/net_policy.h parses them.
-json NetworkPolicySchema() {
-  json entries = {{"type", "array"}, {"items", {{"type", "string"}, {"minLength", 1}, {"maxLength", engine::kMaxNetRuleBytes}}},
-                  {"maxItems", engine::kMaxNetRules}};
-  json schema = {{"type", "object"},
-                 {"properties", {{"allow", entries}, {"deny", entries}}},
-                 {"additionalProperties", false},
-                 {"description", DescriptionOf(FieldWithId(FieldId::kNetwork), kExecuteBody)}};
-  schema["properties"]["allow"]["description"] =
-      "Destinations the code may reach: `host.name`, `*.suffix`, `1.2.3.4`, `10.0.0.0/8`, `[2001:db8::1]`, each "
-      "optionally `:port`.";
-  schema["properties"]["deny"]["description"] = "Destinations refused even when an allow entry matches.";
-  return schema;
-}
-
 // A signal, by name or number: the schema the signal_process tool offers too.
 json SignalComponent() {
   json schema = {{"description", DescriptionOf(FieldWithId(FieldId::kSignal), kProcessSignalBody)}};
@@ -102,7 +87,7 @@ json RequestSchemas(const engine::LimitsConfig& limits) {
           {"SessionExecuteRequest", in_session},
           {"CheckRequest", BodySchema(kCheckBody)},
           {"Policy", PolicySchema()},
-          {"NetworkPolicy", NetworkPolicySchema()},
+          {"NetworkPolicy", NetworkPolicySchema(DescriptionOf(FieldWithId(FieldId::kNetwork), kExecuteBody))},
           {"Limits", OpenApiLimitsSchema(limits)},
           {"InputFile", BodySchema(kInputFile)},
           {"ProcessStartRequest", BodySchema(kProcessStartBody)},

@@ -1,6 +1,7 @@
 // The OpenAPI schemas of the sessions' answers and of the service's own (problems, probes,
 // packages).
 #include "api/http/openapi_parts.h"
+#include "api/schema/network_schema.h"
 
 namespace execbox::api::openapi {
 namespace {
@@ -129,28 +130,8 @@ json ServiceSchemas() {
       {"Readyz",
        Object({"status", "warm_workers"}, {{"status", {{"const", "ready"}}}, {"warm_workers", Count()}})},
       {"Packages", Packages()},
-      {"Network",
-       Object({"connections", "omitted"},
-              {{"connections", ArrayOf(Schema("NetworkConnection"), "Each attempt through the proxy, in order.")},
-               {"omitted", Count("Attempts not listed (past the list's bound, or not a connection at all).")}},
-              true)},
-      {"NetworkConnection",
-       Object({"protocol", "host", "port", "address", "allowed", "bytes_sent", "bytes_received", "duration_ms"},
-              {{"protocol", String("`http` (an http:// request), `connect` (HTTP CONNECT), `socks5`, or empty "
-                                   "when the request could not be read.")},
-               {"host", String("The host as the code asked for it (a name or an address).")},
-               {"port", Count()},
-               {"address", OrNull(String("The address connected to, or refused; null when none was resolved."))},
-               {"allowed", Boolean("Whether the policy allowed it (a connection that then failed is allowed, "
-                                   "with a `reason`).")},
-               {"reason", String("Why it was refused or failed: `not in allowlist`, `denied by rule`, `private "
-                                 "address`, `limit`, `bad request: ...`, `name not resolved: ...`, `connect: "
-                                 "...`.")},
-               {"rule", String("The policy entry that decided, as written.")},
-               {"bytes_sent", Count("To the destination.")},
-               {"bytes_received", Count("From the destination.")},
-               {"duration_ms", Count()}},
-              true)},
+      {"Network", NetworkRecordSchema(Schema("NetworkConnection"))},
+      {"NetworkConnection", NetworkConnectionSchema()},
       {"InstalledPackage", Object({"name", "version", "modules"},
                                   {{"name", String("The distribution's name, e.g. scikit-learn.")},
                                    {"version", String()},

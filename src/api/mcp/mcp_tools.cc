@@ -2,6 +2,7 @@
 
 #include "api/common/problem_json.h"
 #include "api/mcp/json_rpc.h"
+#include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "engine/result_json.h"
 #include "engine/result_text.h"
@@ -23,6 +24,7 @@ json SessionIdSchema() {
 // with neither null nor a string's bounds (the argument checks explain those to the model); an
 // integer's bounds and a default where the table has them; a signal as a name or a number.
 json ToolProperty(const RequestField& field, Request tool) {
+  if (field.component == "NetworkPolicy") return NetworkPolicySchema(DescriptionOf(field, tool));
   json property = field.component == "Signal" ? SignalSchema() : json{{"type", JsonTypeName(field.type)}};
   if (field.items != JsonType::kNone) property["items"] = {{"type", JsonTypeName(field.items)}};
   if (field.max_items > 0) property["maxItems"] = field.max_items;
@@ -123,7 +125,8 @@ json ExecuteOutputSchema() {
                 {"reason", str},
                 {"files_kept", {{"type", "boolean"}}}}},
               {"required", {"id", "generation", "state"}}}},
-            {"installed", InstalledSchema()}}},
+            {"installed", InstalledSchema()},
+            {"network", NetworkRecordSchema(NetworkConnectionSchema())}}},
           {"required", {"status", "stdout", "stderr", "result", "display", "error", "files", "usage"}}};
 }
 
@@ -218,6 +221,12 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
       // Their form is the gate's to check (runtime::CheckPackageNames).
       out.program.packages = value.get<std::vector<std::string>>();
       return {};
+    case FieldId::kNetwork: {
+      auto policy = ReadNetworkPolicy(value);
+      if (!policy) return std::unexpected(BadArgument(policy.error().detail));
+      out.network = std::move(*policy);
+      return {};
+    }
     case FieldId::kLimits:  // each limit is an argument of its own (engine::FindLimit)
     case FieldId::kStdin:
     case FieldId::kFiles:
@@ -247,8 +256,7 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kMaxBytes:
     case FieldId::kWaitSeconds:
     case FieldId::kToolSignal:
-    case FieldId::kNetwork:  // HTTP's /v1/execute only, for now
-      break;                 // not an argument of these tools (the process tools': mcp_process_tools.cc)
+      break;  // not an argument of these tools (the process tools': mcp_process_tools.cc)
   }
   return {};
 }
@@ -271,16 +279,18 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
     installed += " The wheelhouse has: " + wheels + (wheelhouse->size() > 100 ? ", ..." : "") + ".";
   }
   return json::array({
-      Tool("execute_python", "Run Python",
-           "Runs Python 3 in an isolated sandbox (no network, limited CPU, memory and time; numpy, pandas, "
-           "matplotlib and scipy available) and returns stdout, stderr, the last expression's value, errors "
-           "with "
-           "tracebacks, and matplotlib figures as PNG images. The code runs in its home, /home/user (also "
-           "named /work), the working directory, whose files it writes are listed in the result. Pass "
-           "session_id to keep variables and files between calls. "
-           "Limits not given take this server's defaults (see each argument's default and maximum)." +
-               installed,
-           ToolInputSchema(kExecutePythonTool, limits, wheelhouse.has_value()), ExecuteOutputSchema()),
+      Tool(
+          "execute_python", "Run Python",
+          "Runs Python 3 in an isolated sandbox (no network unless the network argument asks for it, limited "
+          "CPU, memory and time; numpy, pandas, "
+          "matplotlib and scipy available) and returns stdout, stderr, the last expression's value, errors "
+          "with "
+          "tracebacks, and matplotlib figures as PNG images. The code runs in its home, /home/user (also "
+          "named /work), the working directory, whose files it writes are listed in the result. Pass "
+          "session_id to keep variables and files between calls. "
+          "Limits not given take this server's defaults (see each argument's default and maximum)." +
+              installed,
+          ToolInputSchema(kExecutePythonTool, limits, wheelhouse.has_value()), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "

@@ -31,8 +31,8 @@ nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
 // tools): each with its type, bounds, default and description, the required ones listed.
 nlohmann::json ToolArgumentsSchema(Request tool);
 
-// execute_python's arguments {code, session_id?, packages?, <limit>?...} as the gate's request. A bad
-// argument is a refusal whose detail is meant for the model to correct itself.
+// execute_python's arguments {code, session_id?, packages?, network?, <limit>?...} as the gate's
+// request. A bad argument is a refusal whose detail is meant for the model to correct itself.
 engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments);
 // create_session's arguments: the limits the session is created with, and the packages it is
 // created with (offered only where there is a wheelhouse; the gate refuses them without one).

@@ -350,7 +350,7 @@ constexpr RequestField kTable[] = {
                         "The signal, by name (\"SIGTERM\", \"KILL\", \"INT\", ...) or number (1-64)."}}}},
     {.id = FieldId::kNetwork,
      .name = "network",
-     .in = kExecuteBody,
+     .in = kExecuteBody | kExecutePythonTool,
      .type = JsonType::kObject,
      .component = "NetworkPolicy",
      .descriptions =
@@ -359,11 +359,19 @@ constexpr RequestField kTable[] = {
             "no network at all. `allow` lists destinations, each a host name, `*.suffix`, an IP or a CIDR, "
             "optionally with `:port` (IPv6 in brackets); `deny` entries win. Each allow entry must be within "
             "the server's `[network] allow` (else 422 `network-not-allowed` naming it); a malformed entry is "
-            "400 `invalid-value`. The code reaches them through `HTTP_PROXY`/`HTTPS_PROXY` (HTTP and CONNECT) "
+            "400 `invalid-value`. The code reaches them through `HTTP_PROXY`/`HTTPS_PROXY` (HTTP and "
+            "CONNECT) "
             "or `ALL_PROXY` (SOCKS5), set in its environment; names are resolved by the server, and "
             "loopback, private and link-local addresses are refused unless an IP/CIDR entry names them. "
             "Every attempt is listed in the result's `network`. One-shot executions only (not in "
-            "sessions)."}}}},
+            "sessions)."},
+           {kExecutePythonTool,
+            "Network for this run, if the server allows it (absent: no network at all). {\"allow\": "
+            "[\"pypi.example.com\", \"*.example.com:443\", \"10.1.2.0/24\"], \"deny\": [...]}: host names, "
+            "*.suffixes, IPs or CIDRs, optionally :port; deny wins. Each allow entry must be within what the "
+            "server allows, else the call is refused naming the entry. The code reaches them through the "
+            "proxies in HTTP_PROXY/HTTPS_PROXY/ALL_PROXY (urllib, requests, pip, curl use them); every "
+            "attempt is listed in the result's network.connections. Not with session_id."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.

@@ -1,0 +1,227 @@
+"""Network under a policy through the server's front ends (docs/security.md, "Network"): MCP's
+execute_python takes `network` and lists every attempt in structuredContent; a key's own bound
+([[keys]] network) narrows the server's [network] on every transport; the audit log and /metrics
+carry the connections; E2B's allow_internet_access and network map onto the policy or are refused
+in E2B's shape; a flood of 10,000 connection attempts from one execution is bounded and the
+server keeps answering. The upstream is this test's own HTTP server on 127.0.0.2 (127.0.0.1 inside
+the sandbox is the sandbox's own loopback), named by address entries."""
+import http.server
+import json
+import os
+import threading
+import unittest
+
+from harness import KEY_A, ApiTestCase, McpClient, Server, read_audit, sha256_hex, tool_text, wait_until
+
+NARROW = "network-narrow-0123456789abcdef"   # may reach 127.0.0.3 only
+OFFLINE = "network-offline-0123456789abcdef"  # may reach nothing
+BODY = b"hello from upstream"
+
+
+class Upstream(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, *args):
+        pass
+
+
+class NetworkTest(ApiTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.upstream = Upstream(("127.0.0.2", 0), Answer)
+        cls.port = cls.upstream.server_address[1]
+        threading.Thread(target=cls.upstream.serve_forever, daemon=True).start()
+        config = (
+            '[network]\nallow = ["127.0.0.2", "127.0.0.3"]\nmax_connections = 100\n\n'
+            f'[[keys]]\nid = "narrow"\nsha256 = "{sha256_hex(NARROW)}"\nnetwork = {{ allow = ["127.0.0.3"] }}\n\n'
+            f'[[keys]]\nid = "offline"\nsha256 = "{sha256_hex(OFFLINE)}"\nnetwork = {{ allow = [] }}\n')
+        server = Server(name="network", config=config)
+        cls.audit_log = os.path.join(server.tmp, "audit.jsonl")
+        server.flags = ["--audit-log", cls.audit_log]
+        cls.server = server.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.upstream.shutdown()
+        code = cls.server.stop()
+        if code != 0:
+            raise AssertionError(f"exit status {code}; stderr:\n{cls.server.stderr_text()[-4000:]}")
+
+    def target(self):
+        return f"127.0.0.2:{self.port}"
+
+    def fetch_code(self, *hosts):
+        lines = ["import urllib.request"]
+        for host in hosts:
+            lines += ["try:",
+                      f"    print(urllib.request.urlopen('http://{host}:{self.port}/', timeout=20).read().decode())",
+                      "except Exception as e:",
+                      "    print('refused', type(e).__name__)"]
+        return "\n".join(lines) + "\n"
+
+    def mcp(self, token=None):
+        client = McpClient(self.server, token=token)
+        client.initialize()
+        self.addCleanup(client.delete)
+        return client
+
+    # -- MCP --
+
+    def test_mcp_tool_schema_carries_network(self):
+        tool = self.mcp().tools()["execute_python"]
+        network = tool["inputSchema"]["properties"]["network"]
+        self.assertEqual(network["type"], "object")
+        self.assertEqual(set(network["properties"]), {"allow", "deny"})
+        self.assertFalse(network["additionalProperties"])
+        result_schema = tool["outputSchema"]["anyOf"][0]
+        self.assertIn("connections", result_schema["properties"]["network"]["properties"])
+
+    def test_mcp_execute_python_with_network_lists_connections(self):
+        client = self.mcp()
+        result = client.call("execute_python", {"code": self.fetch_code("127.0.0.2", "127.0.0.3"),
+                                                "network": {"allow": [self.target()]}})
+        self.assertFalse(result["isError"], tool_text(result))
+        s = result["structuredContent"]
+        self.assertEqual(s["stdout"], BODY.decode() + "\nrefused HTTPError\n", s)
+        connections = s["network"]["connections"]
+        self.assertEqual(len(connections), 2, s["network"])
+        self.assertEqual((connections[0]["host"], connections[0]["allowed"], connections[0]["rule"]),
+                         ("127.0.0.2", True, self.target()))
+        self.assertEqual((connections[1]["host"], connections[1]["allowed"], connections[1]["reason"]),
+                         ("127.0.0.3", False, "not in allowlist"))
+        self.assertIn("[execbox] network: 127.0.0.2", tool_text(result))
+
+    def test_mcp_network_refusals_are_problems(self):
+        client = self.mcp()
+        bad = client.call("execute_python", {"code": "1", "network": {"allow": ["bad name"]}})
+        self.assertTrue(bad["isError"])
+        self.assertEqual(bad["structuredContent"]["type"], "urn:execbox:problem:invalid-arguments", bad)
+        self.assertIn("bad name", bad["structuredContent"]["detail"])
+        beyond = client.call("execute_python", {"code": "1", "network": {"allow": ["evil.test"]}})
+        self.assertEqual(beyond["structuredContent"]["type"], "urn:execbox:problem:network-not-allowed", beyond)
+        self.assertIn("'evil.test'", beyond["structuredContent"]["detail"])
+
+    # -- a key's own bound, on every transport --
+
+    def test_key_bound_narrows_the_servers(self):
+        r = self.server.execute("1", token=NARROW, network={"allow": [self.target()]})
+        body = self.assertProblem(r, 422, "network-not-allowed")
+        self.assertEqual(body["entry"], self.target(), body)
+        self.assertIn("key 'narrow'", body["detail"])
+        within = self.server.execute("1", token=NARROW, network={"allow": ["127.0.0.3"]})
+        self.assertResult(within, "ok")
+        mcp = self.mcp(token=NARROW).call("execute_python", {"code": "1", "network": {"allow": [self.target()]}})
+        self.assertEqual(mcp["structuredContent"]["type"], "urn:execbox:problem:network-not-allowed", mcp)
+        offline = self.server.execute("1", token=OFFLINE, network={"allow": ["127.0.0.3"]})
+        body = self.assertProblem(offline, 422, "network-not-allowed")
+        self.assertIn("may have no network", body["detail"])
+
+    # -- the audit log and /metrics --
+
+    def test_audit_and_metrics_carry_the_connections(self):
+        r = self.server.execute(self.fetch_code("127.0.0.2", "127.0.0.3"), token=KEY_A,
+                                network={"allow": [self.target()]})
+        result = self.assertResult(r, "ok")
+        self.assertEqual(len(result["network"]["connections"]), 2)
+        code_sha = sha256_hex(self.fetch_code("127.0.0.2", "127.0.0.3"))
+        lines = wait_until(lambda: [l for l in read_audit(self.audit_log)
+                                    if l["code_sha256"] == code_sha and "network" in l], 10)
+        self.assertTrue(lines, read_audit(self.audit_log)[-3:])
+        self.assertEqual([c["allowed"] for c in lines[-1]["network"]["connections"]], [True, False])
+        metrics = self.server.metrics()
+        allowed = metrics.get('execbox_key_network_connections_total{key="env-1",outcome="allowed"}', 0)
+        refused = metrics.get('execbox_key_network_connections_total{key="env-1",outcome="refused"}', 0)
+        self.assertGreaterEqual(allowed, 1, metrics)
+        self.assertGreaterEqual(refused, 1, metrics)
+
+    # -- E2B --
+
+    def create_sandbox(self, body, token=KEY_A):
+        body = dict({"templateID": "code-interpreter-v1", "timeout": 60}, **body)
+        r = self.server.request("POST", "/sandboxes", body, headers={"X-API-Key": token}, auth=False)
+        if r.status == 201:
+            sid = r.json()["sandboxID"]
+            self.addCleanup(self.server.request, "DELETE", f"/sandboxes/{sid}",
+                            headers={"X-API-Key": token}, auth=False)
+        return r
+
+    def assertE2bError(self, r, status, *words):
+        self.assertEqual(r.status, status, repr(r))
+        body = r.json()
+        self.assertEqual(body["code"], status, body)
+        for word in words:
+            self.assertIn(word, body["message"])
+
+    def test_e2b_network_maps_onto_the_policy(self):
+        # No internet asked for: a sandbox as ever.
+        self.assertEqual(self.create_sandbox({"allow_internet_access": False}).status, 201)
+        self.assertEqual(self.create_sandbox({"network": {"denyOut": ["0.0.0.0/0"]}}).status, 201)
+        # The SDKs' default (true) is the key's whole bound: nothing for a key allowed none.
+        self.assertEqual(self.create_sandbox({"allow_internet_access": True}, token=OFFLINE).status, 201)
+        # Beyond the bound: refused naming the entry, in E2B's shape.
+        self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["evil.test"]}}), 422, "'evil.test'")
+        self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["127.0.0.3"]}}, token=OFFLINE), 422,
+                            "no network")
+        # Within it, a sandbox (a session) cannot carry a policy yet: refused, not made without one.
+        self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["127.0.0.2"]}}), 422,
+                            "session cannot have network")
+        self.assertE2bError(self.create_sandbox({"allow_internet_access": True}), 422, "session cannot have network")
+        # What execbox cannot do is said.
+        self.assertE2bError(self.create_sandbox({"network": {"maskRequestHost": "x"}}), 400, "maskRequestHost")
+        self.assertE2bError(self.create_sandbox({"network": {"allowOut": "127.0.0.2"}}), 400, "allowOut")
+
+    # -- the flood --
+
+    def test_flood_of_connection_attempts_is_bounded(self):
+        code = f"""
+import os, socket
+port = int(os.environ['HTTP_PROXY'].rstrip('/').rsplit(':', 1)[1])
+served = 0
+for i in range(10000):
+    try:
+        s = socket.create_connection(('127.0.0.1', port), timeout=20)
+        s.sendall(b'GET http://127.0.0.2:{self.port}/ HTTP/1.0\\r\\n\\r\\n')
+        served += b' 200 ' in s.recv(64)
+        s.close()
+    except OSError:
+        pass
+print(served)
+"""
+        answers = {}
+
+        def flood():
+            answers["flood"] = self.server.execute(code, network={"allow": [self.target()]},
+                                                   limits={"timeout_seconds": 300, "cpu_seconds": 300})
+
+        thread = threading.Thread(target=flood)
+        thread.start()
+        # While it floods, the server answers others.
+        while thread.is_alive() and "other" not in answers:
+            answers["other"] = self.server.execute("print(6 * 7)", token=NARROW)
+        thread.join()
+        self.assertEqual(self.assertResult(answers["other"], "ok")["stdout"], "42\n")
+        result = self.assertResult(answers["flood"], "ok")
+        network = result["network"]
+        # At most the connections-per-execution limit ([network] max_connections) served; every
+        # attempt counted, the list bounded.
+        self.assertLessEqual(int(result["stdout"]), 100, result["stdout"])
+        self.assertGreater(int(result["stdout"]), 0)
+        self.assertEqual(len(network["connections"]) + network["omitted"], 10000, network["omitted"])
+        self.assertLessEqual(len(network["connections"]), 256)
+        # Those past the limit are refused, and counted so for the key.
+        refused = self.server.metrics().get('execbox_key_network_connections_total{key="env-1",outcome="refused"}', 0)
+        self.assertGreaterEqual(refused, 10000 - 100)
+        self.assertEqual(self.server.request("GET", "/livez", auth=False).status, 200)
+
+
+if __name__ == "__main__":
+    unittest.main()
