@@ -1,17 +1,17 @@
 """The representations E2B's code interpreter adds (execbox_agent/e2b_formats.py, charts.py),
-given only when the request's extra_mimes asks: e2b/data of a DataFrame, e2b/chart of a
+given only when the request's extra_mimes asks: the columns of a DataFrame, the chart of a
 matplotlib figure, application/json of a list or dict. Run like test_agent.py (its run_agent)."""
 import unittest
 
 from test_agent import HAVE_MATPLOTLIB, HAVE_PANDAS, AgentTestCase, run_agent
 
-E2B = ["e2b/data", "e2b/chart", "application/json"]
+E2B = ["application/vnd.e2b.data+json", "application/vnd.e2b.chart+json", "application/json"]
 
 
 def chart_of(code):
     run = run_agent("import matplotlib.pyplot as plt\n" + code + "\nplt.show()", extra_mimes=E2B)
     displays = run.of_type("display")
-    return run, [d["data"].get("e2b/chart") for d in displays]
+    return run, [d["data"].get("application/vnd.e2b.chart+json") for d in displays]
 
 
 class ExtraMimesTest(AgentTestCase):
@@ -44,7 +44,7 @@ class FrameDataTest(AgentTestCase):
         run = run_agent(code, extra_mimes=E2B)
         self.assertClean(run)
         data = run.one("result")["data"]
-        self.assertEqual(data["e2b/data"], {"a": [1, 2], "b": [0.5, None],
+        self.assertEqual(data["application/vnd.e2b.data+json"], {"a": [1, 2], "b": [0.5, None],
                                             "when": ["2024-01-02T00:00:00", None], "3": ["x", "y"]})
         self.assertIn("<table", data["text/html"])
 
@@ -52,8 +52,8 @@ class FrameDataTest(AgentTestCase):
         run = run_agent("import pandas as pd\ndisplay(pd.DataFrame({'a': [1]}))\npd.Series([1])",
                         extra_mimes=E2B)
         self.assertClean(run)
-        self.assertEqual(run.one("display")["data"]["e2b/data"], {"a": [1]})
-        self.assertNotIn("e2b/data", run.one("result")["data"])
+        self.assertEqual(run.one("display")["data"]["application/vnd.e2b.data+json"], {"a": [1]})
+        self.assertNotIn("application/vnd.e2b.data+json", run.one("result")["data"])
 
 
 @unittest.skipUnless(HAVE_MATPLOTLIB, "python3-matplotlib is not installed")
@@ -142,12 +142,12 @@ class ChartTest(AgentTestCase):
         self.assertClean(run)
         data = run.one("display")["data"]
         self.assertIn("image/png", data)
-        self.assertNotIn("e2b/chart", data)
+        self.assertNotIn("application/vnd.e2b.chart+json", data)
 
     def test_not_asked_no_chart(self):
         run = run_agent("import matplotlib.pyplot as plt\nplt.bar(['a'], [1])\nplt.show()")
         self.assertClean(run)
-        self.assertNotIn("e2b/chart", run.one("display")["data"])
+        self.assertNotIn("application/vnd.e2b.chart+json", run.one("display")["data"])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
-# What a matplotlib figure plots, in the shape E2B's SDKs type as a Chart (e2b/chart): per axes a
-# line, scatter, bar, pie or box_and_whisker chart with its elements, titles, labels, units,
-# scales and ticks; a figure of several such axes is a superchart of them. Read from the
-# figure's artists after it is drawn (tick labels exist then); box plots from the statistics
-# Axes.bxp was given (patch_boxplots), which its drawn lines only approximate.
+# What a matplotlib figure plots, in the shape E2B's SDKs type as a Chart (our
+# application/vnd.e2b.chart+json, E2B's e2b/chart): per axes a line, scatter, bar, pie or
+# box_and_whisker chart with its elements, titles, labels, units, scales and ticks; a figure of
+# several such axes is a superchart of them. Read from the figure's artists after it is drawn
+# (tick labels exist then); box plots from the statistics Axes.bxp was given (patch_boxplots),
+# which its drawn lines only approximate.
 import datetime
 import re
 

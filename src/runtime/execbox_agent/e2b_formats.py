@@ -1,7 +1,9 @@
 # The representations E2B's code interpreter adds to IPython's, given only when the request
-# asks for them ("extra_mimes", request.py; the E2B front end does): e2b/data, a DataFrame's
-# columns as lists; e2b/chart, what a matplotlib figure plots (charts.py); application/json of
-# a list or dict. E2B's SDKs read them as `data`, `chart` and `json`.
+# asks for them ("extra_mimes", request.py; the E2B front end does): a DataFrame's columns as
+# lists (application/vnd.e2b.data+json, E2B's e2b/data), what a matplotlib figure plots
+# (application/vnd.e2b.chart+json, E2B's e2b/chart; charts.py), and application/json of a list
+# or dict. JSON types, so that the host keeps them as JSON values (engine/report.cc). E2B's
+# SDKs read them as `data`, `chart` and `json`.
 import datetime
 import json
 import math
@@ -31,7 +33,7 @@ def plain_value(value):
 
 
 def frame_data(obj):
-    """e2b/data of a DataFrame: {column: [values]}, or None for anything else."""
+    """The columns of a DataFrame, {column: [values]}, or None for anything else."""
     pandas = sys.modules.get("pandas")
     frame = getattr(pandas, "DataFrame", None)
     if not isinstance(frame, type) or not isinstance(obj, frame):
@@ -53,8 +55,8 @@ def container_json(obj):
 def add_extras(formatter, obj, data, wanted):
     """Adds the asked-for representations of obj to data (a MIME bundle). One that fails or is
     over the size cap is left out, as any representation is (Formatter.convert)."""
-    if "e2b/data" in wanted:
-        _add(formatter, data, "e2b/data", lambda: frame_data(obj))
+    if "application/vnd.e2b.data+json" in wanted:
+        _add(formatter, data, "application/vnd.e2b.data+json", lambda: frame_data(obj))
     if "application/json" in wanted and "application/json" not in data:
         _add(formatter, data, "application/json", lambda: container_json(obj))
 
@@ -62,7 +64,7 @@ def add_extras(formatter, obj, data, wanted):
 def add_chart(formatter, fig, data):
     from .charts import figure_chart
 
-    _add(formatter, data, "e2b/chart", lambda: figure_chart(fig))
+    _add(formatter, data, "application/vnd.e2b.chart+json", lambda: figure_chart(fig))
 
 
 def _add(formatter, data, mime, make):

@@ -77,7 +77,7 @@ class Figures:
         if png is None:
             return {"text/plain": "%s (not shown: %s)" % (plain, metadata["reason"])}, metadata
         data = {"image/png": binascii.b2a_base64(png, newline=False).decode("ascii"), "text/plain": plain}
-        if "e2b/chart" in self._state.request.get("extra_mimes", ()):
+        if "application/vnd.e2b.chart+json" in self._state.request.get("extra_mimes", ()):
             add_chart(formatter, fig, data)  # after drawing: the tick labels are known then
         return data, metadata
 
@@ -148,7 +148,7 @@ def patch_pyplot(pyplot, figures):
     pyplot.show = show
     axes_class = getattr(sys.modules.get("matplotlib.axes"), "Axes", None)
     if axes_class is not None:
-        patch_boxplots(axes_class)  # for e2b/chart's box_and_whisker
+        patch_boxplots(axes_class)  # for charts.py's box_and_whisker
     # Figure.show() only warns on Agg ("non-interactive"); here it shows that one figure.
     figure_class = getattr(sys.modules.get("matplotlib.figure"), "Figure", None)
     if figure_class is not None and not getattr(figure_class.show, "_execbox", False):

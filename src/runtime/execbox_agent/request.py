@@ -86,7 +86,7 @@ def _packages_field(request):
 
 # What "extra_mimes" may ask for (e2b_formats.py): a DataFrame's columns, a figure's chart, and
 # application/json for a list or dict.
-EXTRA_MIMES = ("e2b/data", "e2b/chart", "application/json")
+EXTRA_MIMES = ("application/vnd.e2b.data+json", "application/vnd.e2b.chart+json", "application/json")
 
 
 def _extra_mimes_field(request):
