@@ -549,6 +549,29 @@ await check('getInfo and list', async () => {
   assert(none.length === 0, JSON.stringify(none))
 })
 
+await check('metrics: CPU while code burns it, memory and disk of the session', async () => {
+  const idle = await sbx.getMetrics()
+  assert(idle.length === 1, JSON.stringify(idle))
+  const m0 = idle[0]
+  const info = await sbx.getInfo()
+  assert(m0.cpuCount >= 1 && m0.memTotal > 0, JSON.stringify(m0))
+  assert(info.memoryMB === undefined || m0.memTotal === info.memoryMB * 1024 * 1024, `${m0.memTotal} ${info.memoryMB}`)
+  assert(m0.memUsed > 1024 * 1024 && m0.memUsed < m0.memTotal, `memUsed ${m0.memUsed}`)
+  assert(m0.diskTotal > 0 && m0.diskUsed > 0 && m0.diskUsed <= m0.diskTotal, JSON.stringify(m0))
+  assert(m0.timestamp instanceof Date && Math.abs(m0.timestamp - Date.now()) < 60_000, `timestamp ${m0.timestamp}`)
+  // Code that burns CPU for a while; the sample is taken beside it.
+  const burning = sbx.runCode('import time\nend = time.time() + 4\nwhile time.time() < end: pass')
+  await new Promise((r) => setTimeout(r, 1000))
+  const [busy] = await sbx.getMetrics()
+  await burning
+  assert(busy.cpuUsedPct > 20, `cpuUsedPct ${busy.cpuUsedPct} while code ran (idle: ${m0.cpuUsedPct})`)
+  // The sample's own process is not one of the client's commands, and a window before now has none.
+  assert(!(await sbx.commands.list()).some((p) => p.tag === 'execbox:metrics'), 'the sample is listed')
+  const old = await sbx.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) })
+  assert(old.length === 0, JSON.stringify(old))
+  await throws(() => Sandbox.getMetrics('no-such-sandbox'), /not found/i, 'metrics of no sandbox')
+})
+
 await check('setTimeout, and one above the maximum is refused', async () => {
   await sbx.setTimeout(240_000)
   await throws(() => sbx.setTimeout(400 * 24 * 3600 * 1000), /at most/, 'a timeout of 400 days')
