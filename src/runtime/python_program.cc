@@ -94,6 +94,7 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   if (!program.cwd.empty()) request["cwd"] = program.cwd;
   if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
   if (!program.packages.empty()) request["packages"] = program.packages;
+  if (!program.extra_mimes.empty()) request["extra_mimes"] = program.extra_mimes;
   if (program.egress) {
     request["egress_fd"] = jail::kEgressFd;
     request["egress_port"] = kEgressPort;

@@ -59,6 +59,9 @@ struct PythonProgram {
   // session's earlier code left it (os.chdir lasts from cell to cell, as in a notebook).
   std::string cwd;
   uint32_t list_depth = 1;  // kListDir
+  // kRun: representations beyond IPython's that the agent adds where they apply, from
+  // kExtraMimes (the agent's e2b_formats.py); the E2B front end asks for all of them.
+  std::vector<std::string> extra_mimes;
   // kRun: distributions installed from the wheelhouse before the code runs (wheelhouse.py in
   // the agent; each a name with an optional version, checked there and by CheckPackageNames).
   std::vector<std::string> packages;
@@ -79,6 +82,12 @@ struct PythonProgram {
   // jail's egress descriptor, never by a request.
   bool egress = false;
 };
+
+// What PythonProgram::extra_mimes may hold: what E2B's code interpreter adds to a result (as
+// e2b/data and e2b/chart there; JSON types here, which the report carries as JSON values): a
+// DataFrame's columns, a matplotlib figure's chart, a list or dict as application/json.
+inline const std::vector<std::string> kExtraMimes = {"application/vnd.e2b.data+json",
+                                                     "application/vnd.e2b.chart+json", "application/json"};
 
 // Where the agent's relay listens in the sandbox, for HTTP_PROXY, HTTPS_PROXY and ALL_PROXY.
 inline constexpr uint16_t kEgressPort = 3128;

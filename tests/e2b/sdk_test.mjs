@@ -95,6 +95,75 @@ await check('a matplotlib figure comes as png', async () => {
   assert(!figure.isMainResult, 'a figure is not the main result')
 })
 
+await check("results in E2B's shape: a str's text, a DataFrame's data, a dict's json, extra", async () => {
+  // As on E2B, whose own tests read os.getenv's value this way.
+  const env = await sbx.runCode('import os; os.getenv("FOO")', { envs: { FOO: 'bar' } })
+  assert(env.results[0]?.text === 'bar', `text ${JSON.stringify(env.results)}`)
+  assert((await sbx.runCode('"it\'s"')).text === "it's", 'double-quoted repr')
+  assert((await sbx.runCode("('a', 'b')")).text === "('a', 'b')", 'a tuple keeps its quotes')
+  const frame = await sbx.runCode("import pandas as pd\npd.DataFrame({'a': [1, 2], 'b': ['x', None]})")
+  const main = frame.results[0]
+  assert(main.isMainResult && main.html.includes('<table'), JSON.stringify(frame.results).slice(0, 300))
+  assert(JSON.stringify(main.data) === '{"a":[1,2],"b":["x",null]}', `data ${JSON.stringify(main.data)}`)
+  assert(JSON.stringify(main.extra) === '{}', `extra ${JSON.stringify(main.extra)}`)
+  const dict = await sbx.runCode("{'a': 1, 'b': [2, 3]}")
+  assert(dict.results[0].json && dict.results[0].json.b[1] === 3, JSON.stringify(dict.results))
+  // Another MIME type: in `extra` on the wire, as E2B's server sends it (the JS SDK's `raw`).
+  const custom = await sbx.runCode(
+    "class C:\n    def _repr_mimebundle_(self, **kw):\n        return {'application/x-thing': 'yes'}\nC()")
+  assert(custom.results[0].raw.extra['application/x-thing'] === 'yes', JSON.stringify(custom.results[0].raw))
+})
+
+await check("a bar plot's chart", async () => {
+  const e = await sbx.runCode(`
+import matplotlib.pyplot as plt
+plt.figure(figsize=(10, 6))
+plt.bar(['Author A', 'Author B', 'Author C', 'Author D'], [100, 200, 300, 400], label='Books Sold', color='blue')
+plt.xlabel('Authors')
+plt.ylabel('Number of Books Sold')
+plt.title('Book Sales by Authors')
+plt.tight_layout()
+plt.show()
+`)
+  const figure = e.results[0]
+  assert(figure && figure.png && figure.chart, `no chart: ${JSON.stringify(e.results.map((r) => r.formats()))} ${JSON.stringify(e.error)}`)
+  const chart = figure.chart
+  assert(chart.type === 'bar' && chart.title === 'Book Sales by Authors', JSON.stringify(chart).slice(0, 300))
+  assert(chart.x_label === 'Authors' && chart.y_label === 'Number of Books Sold', JSON.stringify(chart).slice(0, 300))
+  assert(chart.x_unit === null && chart.y_unit === null, `units ${chart.x_unit} ${chart.y_unit}`)
+  assert(JSON.stringify(chart.elements.map((b) => b.value)) === '[100,200,300,400]', JSON.stringify(chart.elements))
+  assert(JSON.stringify(chart.elements.map((b) => b.label)) === '["Author A","Author B","Author C","Author D"]',
+    JSON.stringify(chart.elements))
+  assert(chart.elements.every((b) => b.group === 'Books Sold'), JSON.stringify(chart.elements))
+  assert(JSON.stringify(figure.extra) === '{}', `extra ${JSON.stringify(figure.extra)}`)
+  const pie = await sbx.runCode("import matplotlib.pyplot as plt\nplt.pie([90, 10], labels=['No', 'Yes'])\nplt.show()")
+  assert(pie.results[0].chart.type === 'pie' && pie.results[0].chart.elements[0].angle === 324,
+    JSON.stringify(pie.results[0].chart))
+})
+
+await check('callbacks: each called once per item, execution counts per context', async () => {
+  const seen = { stdout: [], stderr: [], results: [], errors: [] }
+  const callbacks = {
+    onStdout: (m) => seen.stdout.push(m.line),
+    onStderr: (m) => seen.stderr.push(m.line),
+    onResult: (r) => seen.results.push(r),
+    onError: (e) => seen.errors.push(e),
+  }
+  const ctx = await sbx.createCodeContext()
+  const first = await sbx.runCode(
+    'import sys, matplotlib.pyplot as plt\nprint("out")\nprint("err", file=sys.stderr)\nplt.plot([1, 2])\nplt.show()\n41 + 1',
+    { context: ctx, ...callbacks })
+  assert(JSON.stringify(seen.stdout) === '["out\\n"]' && JSON.stringify(seen.stderr) === '["err\\n"]',
+    JSON.stringify(seen))
+  assert(seen.results.length === 2 && seen.results[0].png && seen.results[1].text === '42',
+    JSON.stringify(seen.results.map((r) => r.formats())))
+  assert(seen.errors.length === 0 && first.executionCount === 1, `count ${first.executionCount}`)
+  const second = await sbx.runCode('xyz', { context: ctx, ...callbacks })
+  assert(seen.errors.length === 1 && seen.errors[0].name === 'NameError', JSON.stringify(seen.errors))
+  assert(second.error.name === 'NameError' && second.executionCount === 2, `count ${second.executionCount}`)
+  await sbx.removeCodeContext(ctx)
+})
+
 await check('an error has name, value and traceback', async () => {
   const e = await sbx.runCode('def f():\n    return 1 / 0\nf()')
   assert(e.error, 'no error')
@@ -121,11 +190,11 @@ await check('two contexts: separate globals, shared files', async () => {
   assert(ctx.id && ctx.language === 'python', JSON.stringify(ctx))
   await sbx.runCode("y = 'in ctx'\nopen('shared.txt', 'w').write('from ctx')", { context: ctx })
   const inCtx = await sbx.runCode('y', { context: ctx })
-  assert(inCtx.text === "'in ctx'", `text ${inCtx.text}`)
+  assert(inCtx.text === 'in ctx', `text ${inCtx.text}`)  // E2B gives a str's text, not its repr
   const inDefault = await sbx.runCode('y')
   assert(inDefault.error && inDefault.error.name === 'NameError', JSON.stringify(inDefault.error))
   const shared = await sbx.runCode("open('shared.txt').read()")
-  assert(shared.text === "'from ctx'", `text ${shared.text}`)
+  assert(shared.text === 'from ctx', `text ${shared.text}`)
   const contexts = await sbx.listCodeContexts()
   assert(contexts.some((c) => c.id === ctx.id), JSON.stringify(contexts))
   await sbx.restartCodeContext(ctx)
@@ -480,6 +549,29 @@ await check('getInfo and list', async () => {
   assert(none.length === 0, JSON.stringify(none))
 })
 
+await check('metrics: CPU while code burns it, memory and disk of the session', async () => {
+  const idle = await sbx.getMetrics()
+  assert(idle.length === 1, JSON.stringify(idle))
+  const m0 = idle[0]
+  const info = await sbx.getInfo()
+  assert(m0.cpuCount >= 1 && m0.memTotal > 0, JSON.stringify(m0))
+  assert(info.memoryMB === undefined || m0.memTotal === info.memoryMB * 1024 * 1024, `${m0.memTotal} ${info.memoryMB}`)
+  assert(m0.memUsed > 1024 * 1024 && m0.memUsed < m0.memTotal, `memUsed ${m0.memUsed}`)
+  assert(m0.diskTotal > 0 && m0.diskUsed > 0 && m0.diskUsed <= m0.diskTotal, JSON.stringify(m0))
+  assert(m0.timestamp instanceof Date && Math.abs(m0.timestamp - Date.now()) < 60_000, `timestamp ${m0.timestamp}`)
+  // Code that burns CPU for a while; the sample is taken beside it.
+  const burning = sbx.runCode('import time\nend = time.time() + 4\nwhile time.time() < end: pass')
+  await new Promise((r) => setTimeout(r, 1000))
+  const [busy] = await sbx.getMetrics()
+  await burning
+  assert(busy.cpuUsedPct > 20, `cpuUsedPct ${busy.cpuUsedPct} while code ran (idle: ${m0.cpuUsedPct})`)
+  // The sample's own process is not one of the client's commands, and a window before now has none.
+  assert(!(await sbx.commands.list()).some((p) => p.tag === 'execbox:metrics'), 'the sample is listed')
+  const old = await sbx.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) })
+  assert(old.length === 0, JSON.stringify(old))
+  await throws(() => Sandbox.getMetrics('no-such-sandbox'), /not found/i, 'metrics of no sandbox')
+})
+
 await check('setTimeout, and one above the maximum is refused', async () => {
   await sbx.setTimeout(240_000)
   await throws(() => sbx.setTimeout(400 * 24 * 3600 * 1000), /at most/, 'a timeout of 400 days')
@@ -573,6 +665,18 @@ await check('a client-side timeout stops the execution; the sandbox serves on', 
   await throws(() => sbx.runCode('import time\ntime.sleep(60)', { timeoutMs: 1500 }), /timed out|timeout/i, 'a sleep')
   const after = await sbx.runCode('print("after")')
   assert(after.logs.stdout.join('') === 'after\n', JSON.stringify(after.logs))
+})
+
+await check('a run on a sandbox killed mid-execution rejects, saying so', async () => {
+  const doomed = await Sandbox.create()
+  const execution = doomed.runCode('import time; time.sleep(300)', { timeoutMs: 300_000 })
+  const outcome = execution.then(() => 'resolved', (e) => e)
+  await new Promise((r) => setTimeout(r, 2000))
+  await doomed.kill()
+  const error = await outcome
+  assert(error !== 'resolved', 'the run resolved')
+  assert(error.name === 'TimeoutError' && /killed while the request was in progress/.test(error.message),
+    `${error.name}: ${error.message}`)
 })
 
 await check('a sandbox ends at its timeout', async () => {

@@ -21,8 +21,31 @@ TEST(E2bWire, ResultMessageNamesTheMimeTypesAsE2bDoes) {
   EXPECT_EQ(m["html"], "<b>42</b>");
   EXPECT_EQ(m["png"], "iVBOR");
   EXPECT_EQ(m["json"]["a"], 1);
-  EXPECT_EQ(m["application/vnd.custom"], "x");  // the SDK puts it in `extra`
+  EXPECT_EQ(m["extra"]["application/vnd.custom"], "x");  // as E2B's server nests the rest
+  EXPECT_FALSE(m.contains("application/vnd.custom"));
   EXPECT_EQ(m["is_main_result"], true);
+  auto frame = ResultMessage({{"data",
+                               {{"text/plain", "   a\n0  1"},
+                                {"application/vnd.e2b.data+json", {{"a", {1}}}},
+                                {"application/vnd.e2b.chart+json", {{"type", "bar"}}}}}},
+                             false);
+  EXPECT_EQ(frame["data"]["a"][0], 1);
+  EXPECT_EQ(frame["chart"]["type"], "bar");
+  EXPECT_EQ(frame["extra"], nlohmann::json::object());
+  EXPECT_EQ(frame["is_main_result"], false);
+}
+
+TEST(E2bWire, TextLosesOnePairOfEnclosingQuotesAsOnE2b) {
+  EXPECT_EQ(E2bText("'bar'"), "bar");
+  EXPECT_EQ(E2bText("\"it's\""), "it's");
+  EXPECT_EQ(E2bText("'a\\nb'"), "a\\nb");  // only the quotes: the escapes stay
+  EXPECT_EQ(E2bText("'"), "");
+  EXPECT_EQ(E2bText("''"), "");
+  EXPECT_EQ(E2bText("('a', 'b')"), "('a', 'b')");
+  EXPECT_EQ(E2bText("'a\""), "'a\"");  // the quotes do not pair
+  EXPECT_EQ(E2bText("42"), "42");
+  EXPECT_EQ(E2bText(""), "");
+  EXPECT_EQ(ResultMessage({{"data", {{"text/plain", "'x'"}}}}, true)["text"], "x");
 }
 
 TEST(E2bWire, EndOfExecutionOrdersDisplayResultErrorCountEnd) {

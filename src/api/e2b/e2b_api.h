@@ -8,7 +8,8 @@
 // through the engine's gate as that key (ownership, limits, admission, audit); a sandbox is
 // not found for any other key.
 //
-//   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill;
+//   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill; metrics
+//     (e2b_metrics.cc);
 //   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
 //     a Python namespace of the session, all sharing its work dir;
 //   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC
@@ -76,6 +77,9 @@ class E2bApi final : public MountedApi {
   void Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
             std::shared_ptr<Sandbox> parent);
   nlohmann::json Describe(Sandbox& sandbox, bool created);
+  // e2b_metrics.cc: GET /sandboxes/{id}/metrics.
+  void Metrics(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+               std::shared_ptr<Sandbox> sandbox);
   // A sandbox for a session just made (created or forked): its lifetime set (refused above the
   // maximum: then the session is closed again), its default context, published.
   engine::Refused<void> Publish(std::shared_ptr<Sandbox> sandbox, const engine::SessionInfo& session,

@@ -167,10 +167,11 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
   if ((action == "connect" || action == "resume") && method == "POST")
     return Connect(request, exchange, *key, id);
   if (action == "fork" && method == "POST") return Fork(request, exchange, *key, sandbox);
+  if (action == "metrics" && method == "GET") return Metrics(request, exchange, *key, sandbox);
   SendError(*exchange, 501,
             method + " /sandboxes/{id}" + (action.empty() ? "" : "/" + action.substr(0, 40)) +
-                " of E2B's API is not implemented by execbox (sandboxes here cannot be paused, "
-                "snapshotted or metered through this API)");
+                " of E2B's API is not implemented by execbox (sandboxes here cannot be paused or "
+                "snapshotted through this API)");
 }
 
 void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {

@@ -87,13 +87,13 @@ class LineBuffer {
 class ExecuteAnswer final : public StreamedAnswer {
  public:
   ExecuteAnswer(std::shared_ptr<Exchange> exchange, std::shared_ptr<E2bApi::Sandbox> sandbox,
-                std::string context, std::function<void()> forget)
+                std::string context, std::function<bool()> ended)
       : stream_(std::move(exchange), "application/x-ndjson",
                 {.bytes = Line({{"type", "keepalive"}}), .silence = kKeepAliveSilence}),
         lines_(stream_),
         sandbox_(std::move(sandbox)),
         context_(std::move(context)),
-        forget_(std::move(forget)) {}
+        ended_(std::move(ended)) {}
 
   // An error the SDK shows, ending the stream.
   void EndWithError(const std::string& name, const std::string& value) {
@@ -120,18 +120,22 @@ class ExecuteAnswer final : public StreamedAnswer {
   LineBuffer lines_;
   const std::shared_ptr<E2bApi::Sandbox> sandbox_;
   const std::string context_;
-  const std::function<void()> forget_;  // the sandbox's session has ended
+  // Whether the sandbox's session has ended (killed, timed out); forgets it if so.
+  const std::function<bool()> ended_;
 };
 
 void ExecuteAnswer::Finish(engine::Refused<engine::Result> outcome) {
-  if (!outcome) {
-    if (outcome.error().reason == engine::RefusalReason::kSessionNotFound) {
-      forget_();
-      if (!stream_.started())
-        return SendError(stream_.exchange(), 404, "sandbox " + sandbox_->id + " not found");
-    }
-    return EndWithError("Refused", outcome.error().detail);
+  const bool not_found = !outcome && outcome.error().reason == engine::RefusalReason::kSessionNotFound;
+  if (not_found || ended_()) {
+    // The sandbox ended while its code ran. On E2B the connection drops with the sandbox, and
+    // the SDK (which then finds it not running) rejects with "the sandbox was killed"; an
+    // execution that resolved would tell its caller the code had its say.
+    lines_.SendAll();
+    if (!stream_.started())
+      return SendError(stream_.exchange(), 404, "sandbox " + sandbox_->id + " not found");
+    return stream_.Abort();
   }
+  if (!outcome) return EndWithError("Refused", outcome.error().detail);
   lines_.SendAll();
   const engine::Result& r = *outcome;
   uint64_t count = 0;
@@ -179,6 +183,7 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   if (!env_field.is_null() && !env_field.is_object())
     return SendError(*exchange, 400, "env_vars must be an object of strings");
   auto program = ProgramFor(*sandbox, runtime::Mode::kRun, (*body)["code"].get<std::string>());
+  program.extra_mimes = runtime::kExtraMimes;  // data, chart and json, as E2B's kernel gives them
   if (env_field.is_object()) {
     for (const auto& [k, v] : env_field.items()) {
       if (!v.is_string()) return SendError(*exchange, 400, "env_vars." + k + " must be a string");
@@ -194,8 +199,11 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     program.context = NamespaceOf(context);
     program.cwd = it->second.cwd;
   }
-  auto answer =
-      std::make_shared<ExecuteAnswer>(exchange, sandbox, context, [this, id = sandbox->id] { Forget(id); });
+  auto answer = std::make_shared<ExecuteAnswer>(exchange, sandbox, context, [this, key, id = sandbox->id] {
+    if (gate_.SessionLimits(CallerOf(key), id)) return false;
+    Forget(id);
+    return true;
+  });
   // Not Python: an error the SDK shows (a bare 400 would reach the caller without its reason).
   if (!IsPython(body->value("language", nlohmann::json())))
     return answer->EndWithError("UnsupportedLanguage", LanguageProblem((*body)["language"]));

@@ -165,8 +165,8 @@ void E2bApi::ProcessRpc(const std::string& method, HttpRequest& request, std::sh
       if (!list) return SendRpcError(*exchange, ProcessRpcError(list.error()));
       json processes = json::array();
       for (const auto& p : *list) {
-        if (!p.running) continue;          // envd lists what runs
-        if (p.tag == kWatchTag) continue;  // a directory watch is envd's own doing there
+        if (!p.running) continue;                                  // envd lists what runs
+        if (p.tag == kWatchTag || p.tag == kMetricsTag) continue;  // envd's own doing there
         json info = {{"config", RememberedConfig(*sandbox, p)}, {"pid", p.pid}};
         if (!p.tag.empty()) info["tag"] = p.tag;
         processes.push_back(std::move(info));

@@ -59,6 +59,8 @@ struct E2bApi::Sandbox {
 
 // The tag of a directory watch's process (e2b_watch.cc): E2B's process list leaves it out.
 inline constexpr const char* kWatchTag = "execbox:watch-dir";
+// The tag of a metrics sample's process (e2b_metrics.cc), left out likewise.
+inline constexpr const char* kMetricsTag = "execbox:metrics";
 
 // The context every sandbox has; in the session it is the default namespace ("").
 inline constexpr const char* kDefaultContext = "default";

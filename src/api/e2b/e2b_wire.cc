@@ -8,14 +8,24 @@
 namespace execbox::api::e2b {
 namespace {
 
-// E2B's names for the MIME types its Result has fields for; any other type keeps its own name.
+// E2B's names for the MIME types its Result has fields for (its code interpreter's
+// api/models/result.py). Its kernel adds e2b/data (a DataFrame's columns) and e2b/chart (a
+// matplotlib figure's chart); the agent gives them under JSON types of ours when asked
+// (runtime::kExtraMimes).
 const std::map<std::string, std::string>& FieldNames() {
   static const std::map<std::string, std::string> names = {
-      {"text/plain", "text"},        {"text/html", "html"},
-      {"text/markdown", "markdown"}, {"image/svg+xml", "svg"},
-      {"image/png", "png"},          {"image/jpeg", "jpeg"},
-      {"application/pdf", "pdf"},    {"text/latex", "latex"},
-      {"application/json", "json"},  {"application/javascript", "javascript"},
+      {"text/plain", "text"},
+      {"text/html", "html"},
+      {"text/markdown", "markdown"},
+      {"image/svg+xml", "svg"},
+      {"image/png", "png"},
+      {"image/jpeg", "jpeg"},
+      {"application/pdf", "pdf"},
+      {"text/latex", "latex"},
+      {"application/json", "json"},
+      {"application/javascript", "javascript"},
+      {"application/vnd.e2b.data+json", "data"},
+      {"application/vnd.e2b.chart+json", "chart"},
   };
   return names;
 }
@@ -66,15 +76,31 @@ nlohmann::json StreamMessage(bool stderr_stream, std::string text) {
           {"timestamp", Rfc3339(std::chrono::system_clock::now())}};
 }
 
+std::string E2bText(std::string text) {
+  // E2B's server drops one pair of enclosing quotes, whatever is between them: the repr 'x' of
+  // a str reaches its SDKs as x (os.getenv("X") as the last line gives the value itself).
+  if (!text.empty() && (text.front() == '\'' || text.front() == '"') && text.back() == text.front())
+    return text.size() == 1 ? "" : text.substr(1, text.size() - 2);
+  return text;
+}
+
 nlohmann::json ResultMessage(const engine::MimeBundle& bundle, bool main_result) {
   nlohmann::json message = {{"type", "result"}};
+  nlohmann::json extra = nlohmann::json::object();
   const auto& names = FieldNames();
   if (bundle.is_object() && bundle.contains("data") && bundle["data"].is_object()) {
     for (const auto& [mime, value] : bundle["data"].items()) {
       auto it = names.find(mime);
-      message[it == names.end() ? mime : it->second] = value;
+      if (it == names.end()) {
+        extra[mime] = value;
+      } else if (mime == "text/plain" && value.is_string()) {
+        message["text"] = E2bText(value.get<std::string>());
+      } else {
+        message[it->second] = value;
+      }
     }
   }
+  message["extra"] = std::move(extra);
   message["is_main_result"] = main_result;
   return message;
 }

@@ -31,9 +31,13 @@ inline constexpr const char* kWorkDirAlias = jail::kWorkDirAlias;
 std::string Line(const nlohmann::json& message);
 // {"type": "stdout"|"stderr", "text", "timestamp"}.
 nlohmann::json StreamMessage(bool stderr_stream, std::string text);
-// A Jupyter MIME bundle ({"data": {...}}) as E2B's result: text, html, markdown, svg, png,
-// jpeg, pdf, latex, json, javascript, and any other MIME type under its own name.
+// A Jupyter MIME bundle ({"data": {...}}) as E2B's server sends a result: text (E2bText),
+// html, markdown, svg, png, jpeg, pdf, latex, json, javascript, data and chart (from
+// runtime::kExtraMimes), every other MIME type in `extra` under its own name, and
+// is_main_result.
 nlohmann::json ResultMessage(const engine::MimeBundle& bundle, bool main_result);
+// text/plain as E2B's server passes it on: without one pair of enclosing quotes ('x' -> x).
+std::string E2bText(std::string text);
 // The lines that end an execution, after its live output: display outputs and figures, the
 // last expression's value, the error (one that the limits caused too), the execution count,
 // and end_of_execution.

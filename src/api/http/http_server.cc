@@ -50,6 +50,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                            std::vector<std::pair<std::string, std::string>> headers) = 0;
   virtual void WriteChunk(std::string data) = 0;
   virtual void EndStream() = 0;
+  virtual void AbortStream() = 0;
   virtual std::shared_ptr<std::atomic<bool>> gone() const = 0;
   virtual asio::any_io_executor executor() = 0;
   virtual void Dispatch(HttpRequest request) = 0;
@@ -191,6 +192,14 @@ class StreamConnection final : public Connection {
     if (!streaming_ || stream_ended_ || closed_) return;
     stream_ended_ = true;
     Queue("0\r\n\r\n", true);
+  }
+
+  // No last chunk: once what is queued is out, Finished() half-closes and closes.
+  void AbortStream() override {
+    if (!streaming_ || stream_ended_ || closed_) return;
+    stream_ended_ = true;
+    keep_after_ = false;
+    Queue("", true);
   }
 
   std::shared_ptr<std::atomic<bool>> gone() const override { return gone_; }
@@ -489,6 +498,11 @@ class ConnectionExchange : public Exchange {
     if (ended_) return;
     ended_ = true;
     Post([](Connection& c) { c.EndStream(); });
+  }
+  void AbortStream() override {
+    if (ended_) return;
+    ended_ = true;
+    Post([](Connection& c) { c.AbortStream(); });
   }
   const std::atomic<bool>& ClientGone() const override { return *gone_; }
 

@@ -61,6 +61,9 @@ class Exchange {
                            std::vector<std::pair<std::string, std::string>> headers) = 0;
   virtual bool Write(std::string chunk) = 0;
   virtual void EndStream() = 0;
+  // Ends a started stream without its end: the connection closes after what was written, so
+  // the client sees its answer cut off (E2B's SDK reads that as the sandbox's end).
+  virtual void AbortStream() = 0;
   // Set when the client closed its side or the connection failed while the handler ran:
   // a handler running code passes it as the execution's cancel flag.
   virtual const std::atomic<bool>& ClientGone() const = 0;

@@ -34,6 +34,8 @@ class ResponseStream {
   void Tick(std::chrono::steady_clock::time_point now);
   // Ends the stream (after the last Send).
   void End() { exchange_->EndStream(); }
+  // Cuts the stream off instead (Exchange::AbortStream).
+  void Abort() { exchange_->AbortStream(); }
   Exchange& exchange() { return *exchange_; }
   bool client_gone() const { return exchange_->ClientGone(); }
 

@@ -5,6 +5,7 @@ import json
 import sys
 
 from .cell import format_exception
+from .e2b_formats import add_extras
 from .text import cap_text
 
 REPR_METHODS = (
@@ -59,6 +60,13 @@ class Formatter:
         if exc is not None:
             text += ":\n" + "".join(format_exception(exc)).rstrip("\n")
         self._state.warn(text + "\n")
+
+    # For e2b_formats: the same note on stderr, and the cap on a textual value.
+    note = _warn
+
+    @property
+    def max_text(self):
+        return self._max_text
 
     def convert(self, mime, value, what):
         """A MIME value ready for JSON, or None (skipped, with a note)."""
@@ -168,6 +176,9 @@ class Formatter:
                     data["text/html"] = converted
         if "text/plain" not in data:
             data["text/plain"] = self.plain(obj)
+        wanted = self._state.request.get("extra_mimes")
+        if wanted:
+            add_extras(self, obj, data, wanted)
         return data, metadata
 
     @staticmethod

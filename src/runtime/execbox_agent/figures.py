@@ -7,6 +7,8 @@ import os
 import sys
 
 from .cell import format_exception
+from .charts import patch_boxplots
+from .e2b_formats import add_chart
 
 def _png_size(png):
     if png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR":
@@ -74,8 +76,10 @@ class Figures:
         png, metadata = self.png(fig)
         if png is None:
             return {"text/plain": "%s (not shown: %s)" % (plain, metadata["reason"])}, metadata
-        return {"image/png": binascii.b2a_base64(png, newline=False).decode("ascii"),
-                "text/plain": plain}, metadata
+        data = {"image/png": binascii.b2a_base64(png, newline=False).decode("ascii"), "text/plain": plain}
+        if "application/vnd.e2b.chart+json" in self._state.request.get("extra_mimes", ()):
+            add_chart(formatter, fig, data)  # after drawing: the tick labels are known then
+        return data, metadata
 
     def _open_figures(self):
         helpers = sys.modules.get("matplotlib._pylab_helpers")
@@ -142,6 +146,9 @@ def patch_pyplot(pyplot, figures):
     show._execbox = True
     show.__wrapped__ = original
     pyplot.show = show
+    axes_class = getattr(sys.modules.get("matplotlib.axes"), "Axes", None)
+    if axes_class is not None:
+        patch_boxplots(axes_class)  # for charts.py's box_and_whisker
     # Figure.show() only warns on Agg ("non-interactive"); here it shows that one figure.
     figure_class = getattr(sys.modules.get("matplotlib.figure"), "Figure", None)
     if figure_class is not None and not getattr(figure_class.show, "_execbox", False):

@@ -10,7 +10,9 @@
 #      "max_repr_bytes": int, "max_stream_event_bytes": int,
 #      optional, a session's only: "context": str (the namespace: "" the default one),
 #      "env": {str: str} and "cwd": str (for this execution only; run, command, listdir),
-#      "depth": int >= 1 (listdir)}
+#      "depth": int >= 1 (listdir),
+#      optional: "extra_mimes": [str] (representations beyond IPython's, from EXTRA_MIMES: what
+#      E2B's code interpreter adds, asked for by the E2B front end; see e2b_formats.py)}
 import json
 
 from .errors import RequestError
@@ -82,6 +84,20 @@ def _packages_field(request):
     return packages
 
 
+# What "extra_mimes" may ask for (e2b_formats.py): a DataFrame's columns, a figure's chart, and
+# application/json for a list or dict.
+EXTRA_MIMES = ("application/vnd.e2b.data+json", "application/vnd.e2b.chart+json", "application/json")
+
+
+def _extra_mimes_field(request):
+    mimes = request.get("extra_mimes")
+    if mimes is None:
+        return ()
+    if not isinstance(mimes, list) or not all(m in EXTRA_MIMES for m in mimes):
+        raise RequestError("extra_mimes must be a list of %s" % ", ".join(EXTRA_MIMES))
+    return tuple(mimes)
+
+
 def parse_request(request):
     """The checked request, with defaults, from the decoded JSON value."""
     if not isinstance(request, dict):
@@ -129,6 +145,7 @@ def parse_request(request):
         "cwd": _string_field(request, "cwd"),
         "depth": _int_field(request, "depth", 1),
         "packages": _packages_field(request),
+        "extra_mimes": _extra_mimes_field(request),
         "package_set": _string_field(request, "package_set"),  # the host's: wheelhouse.use_set
         # Network through the host (egress.py): the connector's descriptor and the relay's port.
         "egress_fd": _int_field(request, "egress_fd", None),
