@@ -1,10 +1,11 @@
 // The session's init (session_init.h), inside the sandbox: pid 1 of the session's namespace,
 // locked down like the kernel it forked. It keeps its state in fixed buffers: one message in,
-// one process started at a time. A new kernel is a plain fork (it runs the interpreter, which
-// allocates; it happens once per stopped execution at most). Each process starts with clone(CLONE_VM |
-// CLONE_VFORK), as posix_spawn does: the init is a copy of the warm interpreter, and a real fork would copy
-// its page tables for every command. The clone's child shares the init's memory until its exec, so from the
-// clone to the exec nothing allocates or takes a lock: raw syscalls, fixed buffers.
+// one process started at a time. Each process starts with clone(CLONE_VM | CLONE_VFORK), as
+// posix_spawn does: the init is a copy of the warm interpreter, and a real fork would copy its
+// page tables for every command. The clone's child shares the init's memory until its exec, so
+// from the clone to the exec nothing allocates or takes a lock: raw syscalls, fixed buffers.
+// A new kernel is the exception: a plain fork (it runs the interpreter, which allocates), once
+// per stopped execution at most.
 #include "jail/session_init.h"
 
 #include <fcntl.h>
