@@ -138,7 +138,9 @@ void E2bApi::Metrics(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
         {"timestampUnix", now_unix},
         {"cpuCount", sample->cpus},
         {"cpuUsedPct", std::min(100.0, std::max(0.0, std::round(pct * 100) / 100))},
-        {"memUsed", sample->memory},
+        // At most the limit: the sum of Pss also counts pages the session shares with the
+        // zygote it was forked from, which its cgroup is not charged for (seen under ASan).
+        {"memUsed", std::min<uint64_t>(sample->memory, limits->memory_bytes)},
         {"memTotal", limits->memory_bytes},
         {"memCache", 0},  // the page cache is the cgroup's to tell (see above); not measured
         {"diskUsed", sample->disk_used},
