@@ -136,9 +136,13 @@ void Watch::KillTree() {
   if (spec_.kill_tree) spec_.kill_tree();
 }
 
-// A session's kernel ends, its init lives: the kernel's status is the init's to say.
+// A session's kernel ends, its init lives: the kernel's status is the init's to say. Asked only
+// once the output is closed (the loop ends on nothing sooner): no look at the init's link per
+// chunk of output, and a process holding the output open past the kernel's end leaves the
+// limits in force (the deadline, then the stop's kill) instead of a loop that never ends.
 void Watch::CheckKernelEnded() {
   if (kernel_ended_ || exited_ || !spec_.code_ended) return;
+  if (ch_.stdout_read.Valid() || ch_.stderr_read.Valid() || ch_.report_read.Valid()) return;
   if (auto status = spec_.code_ended()) {
     kernel_ended_ = exited_ = true;
     report_done_ = false;

@@ -309,6 +309,25 @@ TEST_F(SessionProcess, ATimeoutRestartsTheKernelAloneAndTheNextReplySaysSo) {
   EXPECT_FALSE(third.session->files_kept);
 }
 
+// Hostile: the code hands its output pipes to a background process, then ends its kernel. The
+// execution must still end (the wall time stops it), and the session go on.
+TEST_F(SessionProcess, AProcessHoldingTheCodesOutputCannotHoldTheExecution) {
+  StartOk(Shell(
+      "python3 -c \"import socket, time\ns = socket.socket(socket.AF_UNIX)\ns.bind('/tmp/held.sock')\n"
+      "s.listen()\nc, _ = s.accept()\nsocket.recv_fds(c, 1, 4)\ntime.sleep(100)\""));
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(3);
+  const auto t0 = steady_clock::now();
+  Result r = Exec(id_,
+                  "import os, socket, time\nwhile not os.path.exists('/tmp/held.sock'): time.sleep(0.05)\n"
+                  "c = socket.socket(socket.AF_UNIX)\nc.connect('/tmp/held.sock')\n"
+                  "socket.send_fds(c, [b'x'], [1, 2])\ntime.sleep(0.3)\nos._exit(0)",
+                  limits);
+  EXPECT_LT(steady_clock::now() - t0, std::chrono::seconds(15)) << Describe(r);
+  EXPECT_NE(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(Out(Exec(id_, "print(5)")), "5\n");
+}
+
 TEST_F(SessionProcess, TheMemoryLimitOnTheKernelKeepsTheProcesses) {
   ProcessInfo p = StartOk(Shell("sleep 100"));
   Result oom = Exec(id_, "x = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])");
