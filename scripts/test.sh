@@ -16,5 +16,12 @@ jobs=${CTEST_JOBS:-$(($(nproc) + 1))}
 # ctest lists the tests it skipped after its summary: the summary is repeated last.
 ctest --output-on-failure -j "$jobs" --timeout 600 "$@" 2>&1 | tee ctest-output.log
 status=${PIPESTATUS[0]}
+# A failure's own lines, gathered at the end: a long suite's output is read from its tail (CI
+# shows the head and the tail of it), where the failing assertion would be cut off.
+if [ "$status" -ne 0 ]; then
+  echo "The failing checks (all of them are above, with their tests' whole output):"
+  grep -E -A4 ': Failure$|^not ok - |^(FAIL|ERROR): |^AssertionError|Timeout$|Exception: ' ctest-output.log |
+    cut -c1-300 | head -n 60
+fi
 grep -E '^[0-9]+% tests passed' ctest-output.log | tail -n 1
 exit "$status"

@@ -559,12 +559,17 @@ await check('metrics: CPU while code burns it, memory and disk of the session', 
   assert(m0.memUsed > 1024 * 1024 && m0.memUsed <= m0.memTotal, `memUsed ${m0.memUsed}`)
   assert(m0.diskTotal > 0 && m0.diskUsed > 0 && m0.diskUsed <= m0.diskTotal, JSON.stringify(m0))
   assert(m0.timestamp instanceof Date && Math.abs(m0.timestamp - Date.now()) < 60_000, `timestamp ${m0.timestamp}`)
-  // Code that burns CPU for a while; the sample is taken beside it.
-  const burning = sbx.runCode('import time\nend = time.time() + 4\nwhile time.time() < end: pass')
-  await new Promise((r) => setTimeout(r, 1000))
-  const [busy] = await sbx.getMetrics()
+  // Code that burns CPU for a while; samples are taken beside it. The busiest one counts: on a
+  // loaded machine (the whole suite on two cores) the code gets a share of a core, not all of it,
+  // and may start late (CI once saw a single sample miss).
+  const burning = sbx.runCode('import time\nend = time.time() + 6\nwhile time.time() < end: pass')
+  const samples = []
+  for (let i = 0; i < 4; i++) {
+    await new Promise((r) => setTimeout(r, 1000))
+    samples.push((await sbx.getMetrics())[0].cpuUsedPct)
+  }
   await burning
-  assert(busy.cpuUsedPct > 20, `cpuUsedPct ${busy.cpuUsedPct} while code ran (idle: ${m0.cpuUsedPct})`)
+  assert(Math.max(...samples) > 10, `cpuUsedPct ${JSON.stringify(samples)} while code ran (idle: ${m0.cpuUsedPct})`)
   // The sample's own process is not one of the client's commands, and a window before now has none.
   assert(!(await sbx.commands.list()).some((p) => p.tag === 'execbox:metrics'), 'the sample is listed')
   const old = await sbx.getMetrics({ start: new Date(Date.now() - 3_600_000), end: new Date(Date.now() - 1_800_000) })
