@@ -20,7 +20,7 @@ status=${PIPESTATUS[0]}
 # shows the head and the tail of it), where the failing assertion would be cut off.
 if [ "$status" -ne 0 ]; then
   echo "The failing checks (all of them are above, with their tests' whole output):"
-  grep -E -A4 ': Failure$|^not ok - |^(FAIL|ERROR): |^AssertionError|Timeout$|Exception: ' ctest-output.log |
+  grep -E -A4 ': Failure$|^not ok - |^(FAIL|ERROR):? |^AssertionError|\*\*\*Timeout|Exception: ' ctest-output.log |
     cut -c1-300 | head -n 60
 fi
 grep -E '^[0-9]+% tests passed' ctest-output.log | tail -n 1

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "engine/proxy_protocol.h"
 
@@ -276,8 +277,9 @@ void EgressProxy::Accept() {
 
 void EgressProxy::Take(UniqueFd fd) {
   std::lock_guard lock(mu_);
+  JoinEnded();
   const size_t index = taken_++;
-  if (index >= limits_.max_connections || open_ >= limits_.max_open) {
+  if (taken_since_drain_++ >= limits_.max_connections || open_ >= limits_.max_open) {
     // Closing the socket is the client's answer; the attempt is listed as refused.
     NetConnection c{.allowed = false, .reason = "limit"};
     ++refused_;
@@ -289,7 +291,40 @@ void EgressProxy::Take(UniqueFd fd) {
     return;
   }
   ++open_;
-  workers_.emplace_back([this, index, client = fd.Release()] { Serve(UniqueFd(client), index); });
+  workers_.emplace(index, std::thread([this, index, client = fd.Release()] {
+                     Serve(UniqueFd(client), index);
+                     std::lock_guard ended(mu_);
+                     ended_.push_back(index);
+                   }));
+}
+
+void EgressProxy::JoinEnded() {
+  // Each has pushed its index as its last step: the join waits for nothing that needs mu_.
+  for (size_t index : ended_) {
+    auto it = workers_.find(index);
+    if (it == workers_.end()) continue;
+    it->second.join();
+    workers_.erase(it);
+  }
+  ended_.clear();
+}
+
+NetRecord EgressProxy::TakeRecord() {
+  std::sort(listed_.begin(), listed_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  NetRecord record;
+  for (auto& [index, c] : listed_) record.connections.push_back(std::move(c));
+  listed_.clear();
+  record.omitted = std::exchange(omitted_, 0);
+  record.allowed = std::exchange(allowed_, 0);
+  record.refused = std::exchange(refused_, 0);
+  return record;
+}
+
+NetRecord EgressProxy::Drain() {
+  std::lock_guard lock(mu_);
+  JoinEnded();
+  taken_since_drain_ = 0;
+  return TakeRecord();
 }
 
 void EgressProxy::Record(size_t index, NetConnection c) {
@@ -423,20 +458,15 @@ NetRecord EgressProxy::Finish() {
   }
   stop_write_.Reset();
   if (acceptor_.joinable()) acceptor_.join();
-  std::vector<std::thread> workers;
+  std::map<size_t, std::thread> workers;
   {
     std::lock_guard lock(mu_);
     workers.swap(workers_);
   }
-  for (std::thread& t : workers) t.join();
+  for (auto& [index, t] : workers) t.join();
   std::lock_guard lock(mu_);
-  std::sort(listed_.begin(), listed_.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  NetRecord record;
-  for (auto& [index, c] : listed_) record.connections.push_back(std::move(c));
-  record.omitted = omitted_;
-  record.allowed = allowed_;
-  record.refused = refused_;
-  return record;
+  ended_.clear();
+  return TakeRecord();
 }
 
 }  // namespace execbox::engine

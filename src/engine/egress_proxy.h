@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -41,9 +42,13 @@ class EgressProxy {
   int sandbox_fd() const { return sandbox_end_.Get(); }
   void CloseSandboxEnd() { sandbox_end_.Reset(); }
 
-  // Stops accepting, ends every relay, waits for the threads and returns what happened. Call
-  // once the sandbox has ended.
+  // Stops accepting, ends every relay, waits for the threads and returns what happened (since
+  // the last Drain). Call once the sandbox has ended.
   NetRecord Finish();
+  // A session's proxy serves many executions: what happened since the last Drain (connections
+  // that ended; one still open is listed by the Drain after its end), and a fresh allowance of
+  // max_connections for the next execution. The proxy goes on serving.
+  NetRecord Drain();
 
  private:
   EgressProxy(NetPolicy policy, EgressLimits limits) : policy_(std::move(policy)), limits_(limits) {}
@@ -51,6 +56,8 @@ class EgressProxy {
   void Take(UniqueFd fd);
   void Serve(UniqueFd client, size_t index);
   void Record(size_t index, NetConnection c);
+  void JoinEnded();  // with mu_ held: the relays' threads that have ended
+  NetRecord TakeRecord();  // with mu_ held
 
   const NetPolicy policy_;
   const EgressLimits limits_;
@@ -58,11 +65,13 @@ class EgressProxy {
   UniqueFd stop_read_, stop_write_;  // closing stop_write_ wakes every wait
   std::thread acceptor_;
   std::mutex mu_;
-  std::vector<std::thread> workers_;
+  std::map<size_t, std::thread> workers_;  // by the connection's index
+  std::vector<size_t> ended_;               // workers whose relay is over, to join
   std::vector<std::pair<size_t, NetConnection>> listed_;
   uint64_t omitted_ = 0;
   uint64_t allowed_ = 0, refused_ = 0;
-  size_t taken_ = 0;
+  size_t taken_ = 0;           // every connection's index
+  size_t taken_since_drain_ = 0;  // what max_connections bounds
   size_t open_ = 0;
   bool finished_ = false;
 };

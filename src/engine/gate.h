@@ -140,9 +140,11 @@ class Gate {
   // Sessions. Each belongs to the caller that created it; to any other it does not exist.
   // `limits` at creation become the defaults of the session's executions, and fix for good the
   // limits only a new child can take.
-  // `checkpoint`: a snapshot before each execution, for UndoSession.
+  // `checkpoint`: a snapshot before each execution, for UndoSession. `network`: the session's
+  // network policy, checked as an execution's is (within the caller's bound, the entry beyond it
+  // named; its deny entries added), for the session's whole life (SessionNetwork).
   Refused<SessionInfo> CreateSession(const Caller& caller, const LimitOverrides& limits, const Origin& origin,
-                                     bool checkpoint = false);
+                                     bool checkpoint = false, std::optional<NetPolicy> network = std::nullopt);
   // The same with `packages` installed from the wheelhouse (InstallPackages) before it is
   // handed out: a session asked for with packages exists only with them. The names are checked
   // before a child is made; a failed install closes the session and is the refusal.
@@ -152,11 +154,8 @@ class Gate {
   };
   Refused<CreatedSession> CreateSession(const Caller& caller, const LimitOverrides& limits,
                                         const Origin& origin, bool checkpoint,
-                                        std::vector<std::string> packages);
-  // A session asked for with a network policy (E2B's allowInternetAccess or network): checked
-  // as an execution's would be (the caller's bound, the entry beyond it named), then refused,
-  // since a session cannot carry a policy yet; audited and counted as a refusal.
-  Refused<void> CheckSessionNetwork(const Caller& caller, const NetPolicy& asked, const Origin& origin);
+                                        std::vector<std::string> packages,
+                                        std::optional<NetPolicy> network = std::nullopt);
   Refused<SessionInfo> Session(const Caller& caller, const std::string& id);
   // The limits the caller's session was created with, at once (never waiting for a running
   // execution, as Session does): whether it still exists, for a front end that must not block.

@@ -49,24 +49,12 @@ Refused<void> Gate::CheckNetwork(const Caller& caller, ExecutionRequest& request
   auto within = NetworkWithin(caller, std::move(*request.network));
   if (!within) return std::unexpected(std::move(within.error()));
   if (request.session_id)
-    return std::unexpected(
-        NotAllowed("a network policy applies to one-shot executions only; sessions have no network yet"));
+    return std::unexpected(NotAllowed(
+        "a session's network is the policy it was created with; an execution in it cannot ask for another"));
   if (request.program.mode != runtime::Mode::kRun)
     return std::unexpected(NotAllowed("a network policy is for code that runs"));
   request.network = std::move(*within);
   return {};
-}
-
-Refused<void> Gate::CheckSessionNetwork(const Caller& caller, const NetPolicy& asked, const Origin& origin) {
-  auto refuse = [&](Refusal r) {
-    return std::unexpected(Reject(caller, origin, "session_create", "", "", std::move(r)));
-  };
-  if (auto within = NetworkWithin(caller, asked); !within) return refuse(std::move(within.error()));
-  // A session's child is forked from the warm pool, which has no connector to hand it: until it
-  // has, a session asked for with network is refused rather than made without it.
-  return refuse(
-      NotAllowed("a session cannot have network yet (only one-shot executions can); ask for "
-                 "none, or run the code as a one-shot execution with its network policy"));
 }
 
 }  // namespace execbox::engine

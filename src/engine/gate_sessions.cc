@@ -5,6 +5,7 @@
 
 #include "engine/gate.h"
 #include "engine/gate_refusals.h"
+#include "engine/result_json.h"
 
 namespace execbox::engine {
 
@@ -41,7 +42,7 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
 }
 
 Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
-                                         const Origin& origin, bool checkpoint) {
+                                         const Origin& origin, bool checkpoint, std::optional<NetPolicy> network) {
   const char* route = "session_create";
   auto refuse = [&](Refusal r) {
     return std::unexpected(Reject(caller, origin, route, "", "", std::move(r)));
@@ -49,6 +50,13 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   if (engine_.sessions() == nullptr) return refuse(SessionsUnavailable());
   auto limits = ApplyLimitOverrides(options_.limits, options_.limits.defaults, overrides);
   if (!limits) return refuse(std::move(limits.error()));
+  SessionNetwork session_network;
+  if (network) {
+    auto within = NetworkWithin(caller, std::move(*network));
+    if (!within) return refuse(std::move(within.error()));
+    session_network.policy = std::make_shared<const NetPolicy>(std::move(*within));
+    session_network.max_connections = options_.network_max_connections;
+  }
   auto place = SessionPlace(caller);  // held until the session exists (or failed)
   if (!place) return refuse(std::move(place.error()));
   if (checkpoint) {
@@ -59,23 +67,25 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   auto ticket = admission_.Reserve(WithCaps(caller));
   if (!ticket) return refuse(std::move(ticket.error()));
   if (auto waited = admission_.Wait(*ticket, nullptr); !waited) return refuse(std::move(waited.error()));
-  auto info = engine_.sessions()->Create(caller.id, *limits, checkpoint);
+  auto info = engine_.sessions()->Create(caller.id, *limits, checkpoint, session_network);
   { Ticket done = std::move(*ticket); }
   if (!info) return refuse(FromSession(info.error(), ""));
-  Audit(caller, origin, route, info->id, "", "created", nullptr);
+  Audit(caller, origin, route, info->id, "", "created", nullptr,
+        session_network.policy ? nlohmann::json{{"policy", NetPolicyJson(*session_network.policy)}} : nlohmann::json());
   return std::move(*info);
 }
 
 Refused<Gate::CreatedSession> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
                                                   const Origin& origin, bool checkpoint,
-                                                  std::vector<std::string> packages) {
+                                                  std::vector<std::string> packages,
+                                                  std::optional<NetPolicy> network) {
   if (!packages.empty()) {
     runtime::PythonProgram wanted;
     wanted.packages = packages;
     if (auto checked = CheckInputs(wanted); !checked)
       return std::unexpected(Reject(caller, origin, "session_create", "", "", std::move(checked.error())));
   }
-  auto info = CreateSession(caller, overrides, origin, checkpoint);
+  auto info = CreateSession(caller, overrides, origin, checkpoint, std::move(network));
   if (!info) return std::unexpected(std::move(info.error()));
   CreatedSession created{.info = std::move(*info), .installed = {}};
   if (packages.empty()) return created;

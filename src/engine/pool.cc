@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "engine/limit_schema.h"
+#include "runtime/python_program.h"
 
 namespace execbox::engine {
 namespace {
@@ -104,11 +105,12 @@ jail::Zygote* Pool::PickWorker() {
   return nullptr;
 }
 
-Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session) {
+Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session, int egress_fd) {
   std::shared_ptr<Worker> from;
   {
     std::lock_guard lock(mu_);
-    if (Matches(limits)) {
+    // A prepared child has no network: one with a connector is made for it.
+    if (egress_fd < 0 && Matches(limits)) {
       for (size_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[(next_ + i) % workers_.size()];
         if (!w) continue;
@@ -133,7 +135,12 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
   }
   wake_.notify_all();
   if (!from) return Fail("no warm worker is alive (they are being restarted)");
-  auto child = from->zygote->Spawn(ChildOptions(limits, session));
+  jail::WarmChildOptions options = ChildOptions(limits, session);
+  if (egress_fd >= 0) {
+    options.egress_fd = egress_fd;
+    options.egress_port = runtime::kEgressPort;
+  }
+  auto child = from->zygote->Spawn(options);
   if (!child) {
     std::lock_guard lock(mu_);
     ++from->failures;

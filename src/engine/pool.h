@@ -56,7 +56,10 @@ class Pool {
   Pool& operator=(const Pool&) = delete;
 
   // A child locked down and waiting, for an execution under `limits` (or a session).
-  Expected<std::unique_ptr<jail::WarmChild>> Acquire(const jail::Limits& limits, bool session);
+  // `egress_fd` (a session's, else -1): the connector to the session's network proxy
+  // (egress_proxy.h); such a child is always forked on demand, with its relay on
+  // runtime::kEgressPort.
+  Expected<std::unique_ptr<jail::WarmChild>> Acquire(const jail::Limits& limits, bool session, int egress_fd = -1);
   // Ends a used child in the background (kill, reap, remove its cgroup): a request need not
   // wait for an 85 MB process to be torn down.
   void Retire(std::unique_ptr<jail::WarmChild> child);

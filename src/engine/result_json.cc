@@ -110,6 +110,15 @@ json InstalledJson(const std::vector<InstalledPackage>& installed) {
   return list;
 }
 
+json NetPolicyJson(const NetPolicy& policy) {
+  auto texts = [](const std::vector<NetRule>& rules) {
+    json out = json::array();
+    for (const NetRule& r : rules) out.push_back(r.text);
+    return out;
+  };
+  return {{"allow", texts(policy.allow)}, {"deny", texts(policy.deny)}};
+}
+
 json NetworkJson(const NetRecord& record) {
   json list = json::array();
   for (const NetConnection& c : record.connections) {

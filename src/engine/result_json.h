@@ -16,6 +16,8 @@ nlohmann::json UsageJson(const Result& r);
 // {connections: [{protocol, host, port, address, allowed, reason?, rule?, bytes_sent,
 // bytes_received, duration_ms}], omitted}: the Result's `network`.
 nlohmann::json NetworkJson(const NetRecord& record);
+// {allow: [entry, ...], deny: [...]}, each entry as written: a policy as granted (a session's).
+nlohmann::json NetPolicyJson(const NetPolicy& policy);
 nlohmann::json InstalledJson(const std::vector<InstalledPackage>& installed);
 
 // A Result read back from ToJson's form, as a client of the API renders it (`execbox run`

@@ -53,7 +53,7 @@ SessionExpected<StateCopied> Sessions::Fork(const std::string& owner, const std:
     if (!taken) return std::unexpected(taken.error());
     snapshot = std::move(*taken);
   }
-  return NewFromSnapshot(owner, s->limits, s->checkpoint, snapshot.blob);
+  return NewFromSnapshot(owner, s->limits, s->checkpoint, snapshot.blob, s->network);
 }
 
 SessionExpected<Snapshot> Sessions::SnapshotNow(Session& s, const char* what) {
@@ -71,8 +71,9 @@ SessionExpected<Snapshot> Sessions::SnapshotNow(Session& s, const char* what) {
 }
 
 SessionExpected<StateCopied> Sessions::NewFromSnapshot(const std::string& owner, const jail::Limits& limits,
-                                                       bool checkpoint, std::string_view blob) {
-  auto created = Create(owner, limits, checkpoint);
+                                                       bool checkpoint, std::string_view blob,
+                                                       const SessionNetwork& network) {
+  auto created = Create(owner, limits, checkpoint, network);
   if (!created) return std::unexpected(created.error());
   auto copy = Find(owner, created->id);
   if (!copy) return std::unexpected(NotFound(created->id));  // deleted the moment it was made
@@ -115,7 +116,7 @@ void Sessions::RestoreSaved(Session& s) {
   if (!s.saved) return;
   Unsealed saved = std::move(*s.saved);
   s.saved.reset();
-  auto child = pool_.Acquire(s.limits, true);
+  auto child = AcquireChild(s);
   if (!child) {
     std::fprintf(stderr, "execbox: session %s not restored: %s\n", s.id.c_str(),
                  child.error().message.c_str());
@@ -283,7 +284,7 @@ SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std:
                            ? "nothing to undo: no execution since the session was created or last undone"
                            : "no checkpoint from before the last execution: " + s->checkpoint_failure});
   }
-  auto child = pool_.Acquire(s->limits, true);
+  auto child = AcquireChild(*s);
   if (!child)
     return std::unexpected(Internal("could not start a child for the undo: " + child.error().message));
   auto restored = RestoreSnapshot(**child, s->limits, s->undo->blob, &s->deleting);

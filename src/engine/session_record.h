@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/egress_proxy.h"
 #include "engine/session_processes.h"
 #include "engine/sessions.h"
 
@@ -19,6 +20,10 @@ struct Sessions::Session {
   std::string id;
   std::string owner;                       // both set before the session is published, then never written
   jail::Limits limits;                     // what the child was made with
+  // Its network (set before the session is published): the proxy every child of it is given a
+  // connector to, which outlives them (declared before `child`, so destroyed after it).
+  SessionNetwork network;
+  std::unique_ptr<EgressProxy> egress;
   std::mutex run_mu;                       // one execution at a time, in order of arrival
   std::unique_ptr<jail::WarmChild> child;  // changed only with Rebind after (its processes follow it)
   // Its processes besides the kernel: bound to the child's init, used without run_mu.

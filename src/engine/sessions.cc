@@ -125,7 +125,8 @@ SessionInfo Sessions::InfoOf(Session& s) {
                    .created = s.created,
                    .last_used = s.last_used,
                    .checkpoint = s.checkpoint,
-                   .can_undo = s.undo.has_value()};
+                   .can_undo = s.undo.has_value(),
+                   .network = s.network.policy};
   if (int64_t ns = s.expires_ns.load(); ns != 0)
     info.expires = std::chrono::system_clock::time_point(std::chrono::nanoseconds(ns));
   if (s.child) {
@@ -136,8 +137,12 @@ SessionInfo Sessions::InfoOf(Session& s) {
   return info;
 }
 
+Expected<std::unique_ptr<jail::WarmChild>> Sessions::AcquireChild(Session& s) {
+  return pool_.Acquire(s.limits, true, s.egress ? s.egress->sandbox_fd() : -1);
+}
+
 SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const jail::Limits& limits,
-                                              bool checkpoint) {
+                                              bool checkpoint, const SessionNetwork& network) {
   auto id = NewSessionId(options_.instance);
   if (!id) return std::unexpected(Internal("could not make a session id: " + id.error().message));
   auto s = std::make_shared<Session>();
@@ -146,6 +151,14 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
   s->created = s->last_used = std::chrono::system_clock::now();
   s->limits = limits;
   s->checkpoint = checkpoint;
+  if (network.policy) {
+    EgressLimits egress;
+    if (network.max_connections != 0) egress.max_connections = network.max_connections;
+    auto proxy = EgressProxy::Start(*network.policy, egress);
+    if (!proxy) return std::unexpected(Internal("could not start the session's network proxy: " + proxy.error().message));
+    s->network = network;
+    s->egress = std::move(*proxy);
+  }
   {
     std::lock_guard lock(mu_);
     if (sessions_.size() >= options_.max_sessions) {
@@ -155,7 +168,7 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
     }
     sessions_[s->id] = s;  // reserves the slot while the child is made
   }
-  auto child = pool_.Acquire(s->limits, true);
+  auto child = AcquireChild(*s);
   if (!child) {
     std::lock_guard lock(mu_);
     sessions_.erase(s->id);
@@ -209,6 +222,9 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   }
   Result r = AssembleResult(program, program.limits, *outcome);
   r.engine = "session";
+  // What the session's network did since the last execution's reply: this one's connections,
+  // and those of its processes that ended meanwhile.
+  if (s->egress) r.network = s->egress->Drain();
   r.session = SessionState{.id = s->id,
                            .generation = s->generation,
                            .preserved = !s->next_reply_lost,
@@ -264,7 +280,7 @@ void Sessions::KernelRestarted(Session& s, const char* reason) {
 SessionExpected<void> Sessions::EnsureChild(Session& s) {
   if (s.child && s.child->alive()) return {};
   // Restart empty; the next execution's reply says the state is gone (next_reply_lost is set).
-  auto child = pool_.Acquire(s.limits, true);
+  auto child = AcquireChild(s);
   if (!child) return std::unexpected(Internal("could not restart the session: " + child.error().message));
   s.child = std::move(*child);
   Rebind(s);

@@ -31,6 +31,7 @@
 #include "base/error.h"
 #include "engine/execute_options.h"
 #include "engine/key_caps.h"
+#include "engine/net_policy.h"
 #include "engine/pool.h"
 #include "engine/process_poller.h"
 #include "engine/result.h"
@@ -54,6 +55,16 @@ struct SessionOptions {
   std::string state_dir;
 };
 
+// A session's network (egress_proxy.h): its policy, already bounded by the gate, and how many
+// connections each of its executions may make. Every execution's Result lists the connections
+// that ended since the one before (a background process's too). A fork has the same policy
+// (a proxy of its own); an export, an import and a server restart do not carry it: such a
+// session comes back without network.
+struct SessionNetwork {
+  std::shared_ptr<const NetPolicy> policy;  // null: no network, as every session before
+  size_t max_connections = 0;               // 0: the proxy's default (EgressLimits)
+};
+
 // Instance names are DNS labels (a StatefulSet's pod names are): 1-63 of a-z, 0-9 and '-',
 // neither first nor last a '-'.
 execbox::Status ValidateInstanceName(const std::string& name);
@@ -75,6 +86,7 @@ struct SessionInfo {
   bool can_undo = false;                      // one is held now
   // When the session ends whatever its use (SetExpiry); none: it ends after idle_ttl unused.
   std::optional<std::chrono::system_clock::time_point> expires;
+  std::shared_ptr<const NetPolicy> network;  // its network policy; null: none
 };
 
 // A session made or changed from a snapshot (Fork, Undo), and what did not come along.
@@ -120,8 +132,10 @@ class Sessions {
   // Every call names the owner: a session exists only for the caller that created it.
   // `checkpoint`: keep a snapshot from before each execution, for Undo (it costs a snapshot,
   // of the globals and the work dir, per execution).
+  // `network`: the session reaches what its policy allows, through a proxy of its own
+  // (SessionNetwork); without one it has no network.
   SessionExpected<SessionInfo> Create(const std::string& owner, const jail::Limits& limits,
-                                      bool checkpoint = false);
+                                      bool checkpoint = false, const SessionNetwork& network = {});
   SessionExpected<Result> Execute(const std::string& owner, const std::string& id,
                                   const runtime::PythonProgram& program, const ExecuteOptions& options = {});
   SessionExpected<SessionInfo> Info(const std::string& owner, const std::string& id);
@@ -233,7 +247,10 @@ class Sessions {
   SessionExpected<Snapshot> SnapshotNow(Session& s, const char* what);
   // A new session of `owner` with `blob` restored in it; closed again if the restore fails.
   SessionExpected<StateCopied> NewFromSnapshot(const std::string& owner, const jail::Limits& limits,
-                                               bool checkpoint, std::string_view blob);
+                                               bool checkpoint, std::string_view blob,
+                                               const SessionNetwork& network = {});
+  // A child for the session: with its network's connector when it has one.
+  Expected<std::unique_ptr<jail::WarmChild>> AcquireChild(Session& s);
   // A failed snapshot or restore as the caller hears it; a process that ended marks `s` lost.
   SessionFailure CopyFailure(Session* s, const StateCopyFailure& failure);
 

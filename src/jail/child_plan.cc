@@ -178,7 +178,10 @@ Expected<ChildPlan> BuildChildPlan(const Policy& policy, bool rlimit_memory) {
   // CAP_DAC_OVERRIDE for a session's overlay root (session_root.h): overlayfs does its work in
   // a directory of mode 0 with the mounter's credentials. Inside the user namespace it
   // overrides only the modes of files whose owner is mapped there: the sandbox's own.
-  plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP) | (1ull << CAP_DAC_OVERRIDE);
+  // CAP_NET_ADMIN brings a session's loopback up for its network relay (warm_child_setup.h);
+  // it is over the children's own net namespaces only, and dropped with the rest at lockdown.
+  plan.zygote_capabilities = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SETPCAP) | (1ull << CAP_DAC_OVERRIDE) |
+                             (1ull << CAP_NET_ADMIN);
   plan.max_files = policy.collect.max_files;
   plan.max_file_bytes = policy.collect.max_file_bytes;
   return plan;

@@ -7,8 +7,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <linux/securebits.h>
 #include <poll.h>
@@ -28,6 +26,7 @@
 #include "jail/child_fs.h"
 #include "jail/child_plan.h"
 #include "jail/lockdown.h"
+#include "jail/loopback.h"
 #include "jail/wire.h"
 
 namespace execbox::jail {
@@ -209,24 +208,6 @@ void CloseInheritedFds(const ChildPlan& plan) noexcept {
     next = static_cast<unsigned>(fd) + 1;
   }
   ::close_range(next, ~0U, 0);
-}
-
-// A fresh net namespace has lo down; the egress relay listens on it. Needs CAP_NET_ADMIN in
-// the namespace's user namespace, which the init still has.
-int BringLoopbackUp() noexcept {
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return errno;
-  struct ifreq ifr {};
-  std::memcpy(ifr.ifr_name, "lo", 3);
-  int err = 0;
-  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) {
-    err = errno;
-  } else {
-    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-    if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) err = errno;
-  }
-  ::close(s);
-  return err;
 }
 
 }  // namespace

@@ -94,8 +94,8 @@ struct Policy {
   // Hands the code a pipe as fd 3 for a structured report (read by the runtime).
   bool report_channel = false;
   // A trusted zygote worker rather than untrusted code: fd 3 is a SOCK_SEQPACKET socket to
-  // the host (its commands), and the process keeps CAP_SYS_ADMIN, CAP_SETPCAP and
-  // CAP_DAC_OVERRIDE inside its user namespace, with no seccomp, Landlock or no_new_privs, so that it can give every
+  // the host (its commands), and the process keeps CAP_SYS_ADMIN, CAP_SETPCAP, CAP_DAC_OVERRIDE
+  // and CAP_NET_ADMIN inside its user namespace, with no seccomp, Landlock or no_new_privs, so that it can give every
   // child it forks fresh namespaces and mounts and then lock that child down completely
   // (jail/zygote_loop.h). Only our own worker binary may run so.
   bool zygote = false;

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "jail/lockdown.h"
+#include "jail/loopback.h"
 #include "jail/proc_sessions.h"
 #include "jail/wire.h"
 
@@ -426,7 +427,7 @@ void Reap(int host) {
 
 }  // namespace
 
-void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start) noexcept {
+void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const SessionRelay& relay) noexcept {
   g_kernel = kernel;
   g_host = host_fd;
   g_start = start;
@@ -440,11 +441,17 @@ void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start) noexcep
   ::sigprocmask(SIG_BLOCK, &chld, nullptr);
   int sigfd = g_sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   ::prctl(PR_SET_NAME, "execbox-init", 0, 0, 0);
+  // Without a signalfd the loop looks every second; the relay's slot is then left unused
+  // (fd -1 is skipped by poll).
+  const bool relayed = relay.listener >= 0 && relay.connector >= 0;
   for (;;) {
-    struct pollfd p[2] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
-                          {.fd = sigfd, .events = POLLIN, .revents = 0}};
-    int n = ::poll(p, sigfd >= 0 ? 2 : 1, sigfd >= 0 ? -1 : 1000);
+    struct pollfd p[3] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
+                          {.fd = sigfd, .events = POLLIN, .revents = 0},
+                          {.fd = relayed ? relay.listener : -1, .events = POLLIN, .revents = 0}};
+    int n = ::poll(p, 3, sigfd >= 0 ? -1 : 1000);
     if (n < 0 && errno != EINTR) EndAll(host_fd, g_kernel_status);
+    // A bounded batch per wake: the host's messages and the reaping are never starved.
+    if (relayed && p[2].revents != 0) PassConnections(relay.listener, relay.connector, 16);
     if (sigfd >= 0 && p[1].revents != 0) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof si) > 0) {

@@ -76,10 +76,19 @@ struct KernelStart {
   int layer = -1;
 };
 
+// A session with network (jail/loopback.h): the relay's listener on the sandbox's loopback and
+// the connector to the host's proxy. The init passes each connection on as it is; both
+// descriptors are close-on-exec, and the kernels it forks close them.
+struct SessionRelay {
+  int listener = -1;
+  int connector = -1;
+};
+
 // The session's init, in the locked-down process right after it forked `kernel`: serves the
-// host on `host_fd` until the host closes it, then ends everything else and exits.
-// Single-threaded; between each of its own clones and the exec no allocation happens (see
-// session_init.cc).
-[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start) noexcept;
+// host on `host_fd` until the host closes it, then ends everything else and exits; with
+// `relay`, relays the sandbox's connections to the host meanwhile. Single-threaded; between each
+// of its own clones and the exec no allocation happens (see session_init.cc).
+[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start,
+                                 const SessionRelay& relay = {}) noexcept;
 
 }  // namespace execbox::jail

@@ -20,6 +20,7 @@
 
 #include "jail/child_fs.h"
 #include "jail/lockdown.h"
+#include "jail/loopback.h"
 #include "jail/session_init.h"
 #include "jail/session_root.h"
 #include "jail/warm_host.h"
@@ -31,6 +32,12 @@ namespace {
 constexpr int kChannelFd = 3;
 constexpr int kInitFd = 4;   // a session's: the init's socket to the host
 constexpr int kLayerFd = 5;  // a session's: its root's upper layer, read-only (the kernel's only)
+// A session with network: the relay's listener and the connector to the host (the init's only).
+constexpr int kRelayListenFd = 6;
+constexpr int kRelayConnectorFd = 7;
+
+// A session's relay port (0: no network), for the kernels the init forks later too.
+int g_egress_port = 0;
 
 [[noreturn]] void SetupFail(int control, const char* step) noexcept {
   wire::Header h{.kind = wire::Kind::kSetupFailed, .a = errno};
@@ -59,10 +66,12 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 // and what each new one the init forks does (session_init.h).
 [[noreturn]] void BecomeKernel(const void* context, int channel, int layer) noexcept {
   const ZygoteSetup& setup = *static_cast<const ZygoteSetup*>(context);
+  // The relay is the init's: the code never holds the connector.
+  if (g_egress_port != 0) ::close_range(kRelayListenFd, kRelayConnectorFd, 0);
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, true, layer);
+  setup.run_code(channel, true, layer, g_egress_port);
   ::_exit(70);
 }
 
@@ -71,7 +80,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
 // fork, so the init cannot miss the kernel's end; the kernel unblocks it. The init keeps the
 // dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors,
 // the root's layer among them (kept for the kernels it may start later).
-void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup) noexcept {
+void ForkSessionInit(int channel, int init, int layer, const SessionRelay& relay, const ZygoteSetup& setup) noexcept {
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -80,17 +89,28 @@ void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup)
   if (kernel < 0) CodeFail(channel, "fork the session's kernel");
   if (kernel > 0) {
     ::close(channel);
-    RunSessionInit(init, kernel, KernelStart{.run = BecomeKernel, .context = &setup, .layer = layer});
+    RunSessionInit(init, kernel, KernelStart{.run = BecomeKernel, .context = &setup, .layer = layer}, relay);
   }
   ::close(init);
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
   if (::setsid() < 0) CodeFail(channel, "setsid");
 }
 
+// The proxies' addresses, for the code, its commands and the session's processes: what pip,
+// requests, urllib, curl and git follow (python_program.cc sets the same for a cold run).
+void SetProxyEnvironment(int port) {
+  char http[48], socks[48];
+  std::snprintf(http, sizeof http, "http://127.0.0.1:%d", port);
+  std::snprintf(socks, sizeof socks, "socks5h://127.0.0.1:%d", port);
+  for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) ::setenv(name, http, 1);
+  for (const char* name : {"ALL_PROXY", "all_proxy"}) ::setenv(name, socks, 1);
+  for (const char* name : {"NO_PROXY", "no_proxy"}) ::setenv(name, "localhost,127.0.0.1", 1);
+}
+
 // The code's process, isolated: locked down before it waits for code. `init` (a session's,
 // else -1) is the socket the session's init serves the host on; `layer` (a session's, else -1)
-// its root's upper layer.
-[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, int init, int layer,
+// its root's upper layer; `relay` (a session's with network) the listener and connector.
+[[noreturn]] void RunCode(const WarmChildSpec& spec, int channel, int init, int layer, SessionRelay relay,
                           const ZygoteSetup& setup) noexcept {
   // Refused only where the zygote's own jail was refused one too (its layers say so).
   if (MountProcIfAllowed("/proc") < 0) CodeFail(channel, "mount /proc");
@@ -103,8 +123,12 @@ void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup)
   int high = ::fcntl(channel, F_DUPFD, 64);
   int high_init = init >= 0 ? ::fcntl(init, F_DUPFD, 64) : -1;
   int high_layer = layer >= 0 ? ::fcntl(layer, F_DUPFD, 64) : -1;
+  const bool relayed = relay.listener >= 0;
+  int high_listener = relayed ? ::fcntl(relay.listener, F_DUPFD, 64) : -1;
+  int high_connector = relayed ? ::fcntl(relay.connector, F_DUPFD, 64) : -1;
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (high < 0 || null < 0 || (init >= 0 && high_init < 0) || (layer >= 0 && high_layer < 0)) {
+  if (high < 0 || null < 0 || (init >= 0 && high_init < 0) || (layer >= 0 && high_layer < 0) ||
+      (relayed && (high_listener < 0 || high_connector < 0))) {
     CodeFail(channel, "open /dev/null");
   }
   for (int fd = 0; fd < 3; ++fd) {
@@ -121,6 +145,18 @@ void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup)
     // Close-on-exec: a command the code runs never holds it.
     if (::dup3(high_layer, kLayerFd, O_CLOEXEC) < 0) CodeFail(channel, "place the root's layer");
     layer = last = kLayerFd;
+  }
+  if (relayed) {
+    if (layer < 0) ::close(kLayerFd);  // a gap below the relay's descriptors holds nothing
+    // Close-on-exec: the init's, and no command it starts holds them.
+    if (::dup3(high_listener, kRelayListenFd, O_CLOEXEC) < 0 ||
+        ::dup3(high_connector, kRelayConnectorFd, O_CLOEXEC) < 0) {
+      CodeFail(channel, "place the network relay");
+    }
+    relay = {.listener = kRelayListenFd, .connector = kRelayConnectorFd};
+    last = kRelayConnectorFd;
+    g_egress_port = static_cast<int>(spec.egress_port);
+    SetProxyEnvironment(g_egress_port);
   }
   // Everything else the zygote held goes here: its command socket, the other children's
   // control sockets and work dirs.
@@ -147,22 +183,25 @@ void ForkSessionInit(int channel, int init, int layer, const ZygoteSetup& setup)
   if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
 
   // Writes beneath / only where / is the session's own overlay.
-  const LandlockPlan& landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
-  if (const char* step = LockDown(landlock, *setup.seccomp)) CodeFail(channel, step);
+  LandlockPlan landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
+  // With network, TCP to the relay's port (connect; and bind, which the init's listener holds).
+  if (relayed) landlock.tcp_port = static_cast<uint16_t>(spec.egress_port);
+  const SeccompProgram& seccomp = relayed ? *setup.seccomp_loopback : *setup.seccomp;
+  if (const char* step = LockDown(landlock, seccomp)) CodeFail(channel, step);
   if (init >= 0) {
-    ForkSessionInit(channel, init, layer, setup);
+    ForkSessionInit(channel, init, layer, relay, setup);
     BecomeKernel(&setup, channel, layer);
   }
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, false, layer);
+  setup.run_code(channel, false, layer, 0);
   ::_exit(70);
 }
 
 }  // namespace
 
-void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int link,
+void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int egress, int link,
               const ZygoteSetup& setup) noexcept {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) SetupFail(control, "PR_SET_PDEATHSIG");
   // The host reads this process's pid from the message's credentials and moves it into the
@@ -177,6 +216,22 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int
   constexpr int kFlags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
   if (::unshare(kFlags) != 0) SetupFail(control, "unshare mount, net, ipc, uts, cgroup namespaces");
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) SetupFail(control, "make / private");
+  // A session with network: lo up and the relay listening on it, before the lockdown (the code
+  // may then only connect there); nothing else is added to the namespace.
+  SessionRelay relay;
+  if (egress >= 0) {
+    if (setup.seccomp_loopback == nullptr) {
+      errno = ENOSYS;
+      SetupFail(control, "network in a session (this worker cannot)");
+    }
+    if (int err = BringLoopbackUp(); err != 0) {
+      errno = err;
+      SetupFail(control, "bring up the loopback interface");
+    }
+    relay.listener = ListenOnLoopback(static_cast<uint16_t>(spec.egress_port));
+    if (relay.listener < 0) SetupFail(control, "listen on the loopback for the network relay");
+    relay.connector = egress;
+  }
   // A session is a machine: its root is writable, into a layer of its own (session_root.h).
   int layer = -1;
   if (spec.session != 0) {
@@ -204,7 +259,7 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int
   ::close(workfd);
   ::close(link);
   ::close(control);  // the code never holds the host's control socket
-  RunCode(spec, channel, init, layer, setup);
+  RunCode(spec, channel, init, layer, relay, setup);
 }
 
 }  // namespace execbox::jail

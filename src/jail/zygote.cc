@@ -278,6 +278,9 @@ uint64_t Zygote::CpuNs() {
 
 Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& options) {
   if (auto s = ValidateLimits(options.limits); !s) return std::unexpected(s.error());
+  const bool network = options.egress_fd >= 0;
+  if (network && (!options.session || options.egress_port < 1024))
+    return Fail("network in a warm child needs a session and a relay port from 1024 up");
   auto control = StreamPair();
   if (!control) return std::unexpected(control.error());
   auto channel = StreamPair();
@@ -307,12 +310,14 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
                      .open_files = l.open_files,
                      .max_files = options.collect.max_files,
                      .collect = options.collect.enabled ? 1u : 0u,
-                     .max_file_bytes = options.collect.max_file_bytes};
+                     .max_file_bytes = options.collect.max_file_bytes,
+                     .egress_port = network ? options.egress_port : 0u};
   {
     std::lock_guard lock(command_mu_);
     if (dead_ || !launched_) return Fail("the zygote is gone");
-    int fds[3] = {control->second.Get(), channel->second.Get(), init_child.Get()};
-    if (!SendWithFds(launched_->ch.report_read.Get(), &spec, sizeof spec, fds, options.session ? 3 : 2)) {
+    int fds[4] = {control->second.Get(), channel->second.Get(), init_child.Get(), options.egress_fd};
+    const size_t nfds = options.session ? (network ? 4 : 3) : 2;
+    if (!SendWithFds(launched_->ch.report_read.Get(), &spec, sizeof spec, fds, nfds)) {
       dead_ = true;
       return FailErrno("send a spawn command to the zygote");
     }
@@ -323,6 +328,7 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
 
   std::unique_ptr<WarmChild> child(new WarmChild());
   child->options_ = options;
+  child->options_.egress_fd = -1;  // the caller's, not held past this call
   child->layers_ = launched_->layers;
   child->enforcement_ = launched_->enforcement;
   const auto deadline = Clock::now() + kSpawnTimeout;

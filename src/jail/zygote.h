@@ -55,6 +55,11 @@ struct WarmChildOptions {
   FileCollection collect;
   bool session = false;                      // one process serves many executions, in order
   std::shared_ptr<ChildCpuTally> cpu_tally;  // optional: where the child adds its CPU as it ends
+  // A session's network through the host (engine/egress_proxy.h): the connector (the caller's,
+  // open until Spawn returns; the child gets a copy) and the port of the relay in the sandbox.
+  // -1: the session has no network.
+  int egress_fd = -1;
+  uint16_t egress_port = 0;
 };
 
 // One isolated child, locked down and waiting for code. Not thread-safe: one execution at a time.

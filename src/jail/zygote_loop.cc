@@ -245,8 +245,10 @@ void Finish(Child& c, int status, const struct rusage& ru) {
 }
 
 // Receives one command: the spec and exactly two descriptors, three for a session (its
-// init's socket). False on EOF or a broken socket.
-bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& channel, int& init, bool& valid) {
+// init's socket), four for a session with network (its connector). False on EOF or a broken
+// socket.
+bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& channel, int& init, int& egress,
+                    bool& valid) {
   char cbuf[CMSG_SPACE(sizeof(int) * 4)];
   struct iovec iov = {.iov_base = &spec, .iov_len = sizeof spec};
   struct msghdr msg {};
@@ -267,15 +269,18 @@ bool ReceiveCommand(int command_fd, WarmChildSpec& spec, int& control, int& chan
     for (size_t i = 0; i < count && nfds < 4; ++i)
       std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
   }
+  const bool network = spec.egress_port != 0;
   valid = n == static_cast<ssize_t>(sizeof spec) && spec.magic == kWarmSpawnMagic &&
-          nfds == (spec.session != 0 ? 3 : 2) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+          (!network || (spec.session != 0 && spec.egress_port >= 1024 && spec.egress_port <= 65535)) &&
+          nfds == (spec.session != 0 ? 3 : 2) + (network ? 1 : 0) && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
   if (!valid) {
     for (int i = 0; i < nfds; ++i) ::close(fds[i]);
     return true;
   }
   control = fds[0];
   channel = fds[1];
-  init = nfds == 3 ? fds[2] : -1;
+  init = nfds >= 3 ? fds[2] : -1;
+  egress = nfds == 4 ? fds[3] : -1;
   return true;
 }
 
@@ -323,21 +328,21 @@ class Zygote {
  private:
   void Command() {
     WarmChildSpec spec{};
-    int control = -1, channel = -1, init = -1;
+    int control = -1, channel = -1, init = -1, egress = -1;
     bool valid = false;
-    if (!ReceiveCommand(command_fd_, spec, control, channel, init, valid)) ::_exit(0);  // the host is gone
+    if (!ReceiveCommand(command_fd_, spec, control, channel, init, egress, valid)) ::_exit(0);  // the host is gone
     if (!valid) {
       std::fputs("execbox-worker: ignored a malformed spawn command\n", stderr);
       return;
     }
-    Spawn(spec, control, channel, init);
+    Spawn(spec, control, channel, init, egress);
   }
 
-  void Spawn(const WarmChildSpec& spec, int control, int channel, int init) {
+  void Spawn(const WarmChildSpec& spec, int control, int channel, int init, int egress) {
     int link[2];
     if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, link) != 0) {
       Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "socketpair");
-      for (int fd : {control, channel, init}) {
+      for (int fd : {control, channel, init, egress}) {
         if (fd >= 0) ::close(fd);
       }
       return;
@@ -346,7 +351,7 @@ class Zygote {
     // right after, so this child's namespace is its alone.
     if (::unshare(CLONE_NEWPID) != 0) {
       Send(control, wire::Kind::kSetupFailed, errno, 0, 0, "unshare the pid namespace");
-      for (int fd : {control, channel, init, link[0], link[1]}) {
+      for (int fd : {control, channel, init, egress, link[0], link[1]}) {
         if (fd >= 0) ::close(fd);
       }
       return;
@@ -356,7 +361,7 @@ class Zygote {
     if (pid == 0) {
       if (setup_.after_fork_child != nullptr) setup_.after_fork_child();
       ::close(link[0]);
-      RunChild(spec, control, channel, init, link[1], setup_);
+      RunChild(spec, control, channel, init, egress, link[1], setup_);
     }
     int err = errno;
     if (setup_.after_fork_parent != nullptr) setup_.after_fork_parent();
@@ -367,6 +372,7 @@ class Zygote {
     }
     ::close(channel);
     if (init >= 0) ::close(init);
+    if (egress >= 0) ::close(egress);
     ::close(link[1]);
     if (pid < 0) {
       Send(control, wire::Kind::kSetupFailed, err, 0, 0, "fork the child");

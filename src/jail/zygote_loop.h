@@ -37,6 +37,10 @@ struct WarmChildSpec {
   uint32_t max_files = 0;
   uint32_t collect = 0;  // 1: send the work dir's files when the code's process ends
   uint64_t max_file_bytes = 0;
+  // A session's network through the host (engine/egress_proxy.h): the port of the relay its
+  // init listens on, on the sandbox's own loopback; 0: no network. With it the command carries
+  // a fourth descriptor, the connector.
+  uint32_t egress_port = 0;
 };
 
 // Sent once by the zygote when it is warm (or could not become so).
@@ -49,6 +53,8 @@ struct ZygoteReady {
 // Built once in the zygote.
 struct ZygoteSetup {
   const SeccompProgram* seccomp = nullptr;
+  // For a session with network: AF_INET stream sockets allowed too (its namespace has only lo).
+  const SeccompProgram* seccomp_loopback = nullptr;
   LandlockPlan landlock;
   // A session's: its root is an overlay of its own (session_root.h), writable wherever its user
   // owns a directory, so writes are allowed beneath / (the host's directories stay read-only
@@ -64,8 +70,9 @@ struct ZygoteSetup {
   void (*after_fork_child)() = nullptr;
   // Runs in the locked-down code process with its channel as fd 3; must not return. (A
   // session's init, its pid 1, runs jail code only: RunSessionInit.) `layer`: a session's
-  // root's upper layer, read-only (session_root.h), for its snapshots; else -1.
-  void (*run_code)(int channel, bool session, int layer) = nullptr;
+  // root's upper layer, read-only (session_root.h), for its snapshots; else -1. `egress_port`:
+  // a session's relay port (its proxies' address for the code's environment), else 0.
+  void (*run_code)(int channel, bool session, int layer, int egress_port) = nullptr;
 };
 
 // Collapses this process's private anonymous memory (the heap and anonymous mappings, in whole

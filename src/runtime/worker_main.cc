@@ -28,8 +28,9 @@ void AfterForkParent() { PyOS_AfterFork_Parent(); }
 void AfterForkChild() { PyOS_AfterFork_Child(); }
 
 // In the locked-down child: the agent serves the channel and ends the process itself.
-void RunCode(int channel, bool session, int layer) {
-  PyObject* r = PyObject_CallMethod(g_agent, "serve", "iOi", channel, session ? Py_True : Py_False, layer);
+void RunCode(int channel, bool session, int layer, int egress_port) {
+  PyObject* r =
+      PyObject_CallMethod(g_agent, "serve", "iOii", channel, session ? Py_True : Py_False, layer, egress_port);
   if (r == nullptr) PyErr_Print();
   std::fflush(stderr);
   _exit(70);
@@ -128,6 +129,8 @@ int main(int argc, char** argv) {
   if (config.is_discarded() || !config.contains("agent")) Refuse("unreadable worker config");
   auto seccomp = execbox::jail::CompileSeccompProgram();
   if (!seccomp) Refuse("seccomp: " + seccomp.error().message);
+  auto seccomp_loopback = execbox::jail::CompileSeccompProgram(true);
+  if (!seccomp_loopback) Refuse("seccomp: " + seccomp_loopback.error().message);
   if (!InitPython()) Refuse("the interpreter could not be initialised");
   std::string failures =
       LoadAgent(config["agent"].get<std::string>(), config.value("preload", std::vector<std::string>{}),
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
   if (config.value("huge_pages", true)) execbox::jail::CollapseIntoHugePages();
   static execbox::jail::ZygoteSetup setup;
   setup.seccomp = &*seccomp;
+  setup.seccomp_loopback = &*seccomp_loopback;
   // The work dir alias (/work) is a link to the home: writes through it land under the home.
   setup.landlock = execbox::jail::MakeLandlockPlan({setup.work_dir, "/tmp", "/dev/shm"},
                                                    {"/dev/null", "/dev/zero", "/dev/full",

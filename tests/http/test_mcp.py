@@ -111,7 +111,7 @@ class McpGateTest(ApiTestCase):
         self.assertEqual(props["timeout_seconds"]["default"], 20, props["timeout_seconds"])
         self.assertEqual(props["disk_mb"]["default"], 64, props["disk_mb"])
         create = tools["create_session"]["inputSchema"]["properties"]
-        self.assertEqual(set(create), LIMIT_NAMES, create)
+        self.assertEqual(set(create), LIMIT_NAMES | {"network"}, create)
         self.assertEqual(create["memory_mb"]["default"], 512)
         self.assertEqual(create["timeout_seconds"]["maximum"], 20)
         # The OpenAPI document of the same server says the same.

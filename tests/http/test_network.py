@@ -125,6 +125,115 @@ class NetworkTest(ApiTestCase):
         body = self.assertProblem(offline, 422, "network-not-allowed")
         self.assertIn("may have no network", body["detail"])
 
+    # -- sessions: a policy for the session's whole life --
+
+    def session(self, token=None, **body):
+        r = self.server.request("POST", "/v1/sessions", body, token=token)
+        if r.status == 201:
+            sid = r.json()["id"]
+            self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{sid}", token=token)
+        return r
+
+    def in_session(self, sid, code, token=None, **fields):
+        r = self.server.request("POST", f"/v1/sessions/{sid}/execute", {"code": code, **fields}, token=token)
+        return self.assertResult(r)
+
+    def test_a_session_with_network_reaches_what_it_allows_across_executions_restarts_and_forks(self):
+        r = self.session(network={"allow": [self.target()]})
+        self.assertEqual(r.status, 201, repr(r))
+        created = r.json()
+        self.assertValid("SessionInfo", created)
+        self.assertEqual(created["network"]["allow"], [self.target()], created)
+        sid = created["id"]
+        first = self.in_session(sid, "x = 1\n" + self.fetch_code("127.0.0.2", "127.0.0.3"))
+        self.assertValid("Result", first)
+        self.assertEqual(first["stdout"], BODY.decode() + "\nrefused HTTPError\n", first)
+        self.assertEqual([(c["host"], c["allowed"]) for c in first["network"]["connections"]],
+                         [("127.0.0.2", True), ("127.0.0.3", False)], first["network"])
+        # Hostile: the code holds no more sockets than in a session without network (the connector
+        # is the init's), and only stream sockets on the sandbox's own loopback can be made.
+        probe = ("import os, socket\n"
+                 "def link(f):\n    try:\n        return os.readlink('/proc/self/fd/' + f)\n"
+                 "    except OSError:\n        return ''  # listdir's own descriptor, closed since\n"
+                 "print(sum(link(f).startswith('socket:') for f in os.listdir('/proc/self/fd')))\n"
+                 "for kind in (socket.SOCK_DGRAM, socket.SOCK_RAW):\n"
+                 "    try:\n        socket.socket(socket.AF_INET, kind)\n        print('made')\n"
+                 "    except OSError as e:\n        print(type(e).__name__)\n")
+        plain = self.session()
+        self.assertEqual(plain.status, 201, repr(plain))
+        probed = self.in_session(sid, probe)
+        self.assertEqual(probed["status"], "ok", probed)
+        self.assertEqual(probed["stdout"], self.in_session(plain.json()["id"], probe)["stdout"])
+        self.assertTrue(probed["stdout"].endswith("PermissionError\nPermissionError\n"), probed["stdout"])
+        # Each reply lists its own execution's attempts; the state is kept as ever.
+        second = self.in_session(sid, "print(x)\n" + self.fetch_code("127.0.0.2"))
+        self.assertEqual(second["stdout"], "1\n" + BODY.decode() + "\n", second)
+        self.assertEqual(len(second["network"]["connections"]), 1, second["network"])
+        # A command the code runs, and a process of the session, go through the same proxies.
+        command = ("import subprocess, sys\n"
+                   "subprocess.run([sys.executable, '-c', " + repr(self.fetch_code("127.0.0.2")) + "])\n")
+        self.assertEqual(self.in_session(sid, command)["stdout"], BODY.decode() + "\n")
+        started = self.server.request("POST", f"/v1/sessions/{sid}/processes",
+                                      {"argv": ["python3", "-c", self.fetch_code("127.0.0.2")]})
+        self.assertEqual(started.status, 201, repr(started))
+        pid = started.json()["pid"]
+        ended = wait_until(lambda: (lambda i: i if not i["running"] else None)(
+            self.server.request("GET", f"/v1/sessions/{sid}/processes/{pid}").json()), 30)
+        self.assertEqual(ended["exit_code"], 0, ended)
+        # The process's connection is listed by the next execution's reply.
+        # (Once the proxy's side of it has ended too, which may be a moment after the process.)
+        listed = wait_until(lambda: self.in_session(sid, "pass")["network"]["connections"], 20)
+        self.assertEqual([c["host"] for c in listed], ["127.0.0.2"], listed)
+        # The kernel's end is not the network's: the relay is the session's init's.
+        ended = self.in_session(sid, "import os\nos._exit(3)")
+        self.assertTrue(ended["session"]["files_kept"], ended["session"])
+        again = self.in_session(sid, self.fetch_code("127.0.0.2"))
+        self.assertEqual(again["stdout"], BODY.decode() + "\n", again)
+        # A fork has the same policy, through a proxy of its own.
+        fork = self.server.request("POST", f"/v1/sessions/{sid}/fork", {})
+        self.assertEqual(fork.status, 201, repr(fork))
+        fid = fork.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{fid}")
+        self.assertEqual(fork.json()["network"]["allow"], [self.target()], fork.json())
+        forked = self.in_session(fid, self.fetch_code("127.0.0.2", "127.0.0.3"))
+        self.assertEqual(forked["stdout"], BODY.decode() + "\nrefused HTTPError\n", forked)
+
+    def test_a_session_without_network_has_none_and_asking_beyond_is_refused(self):
+        plain = self.session()
+        self.assertEqual(plain.status, 201, repr(plain))
+        self.assertNotIn("network", plain.json())
+        sid = plain.json()["id"]
+        r = self.in_session(sid, "import os, socket\nprint(os.environ.get('HTTP_PROXY'))\n"
+                                 f"try:\n    socket.create_connection(('127.0.0.2', {self.port}), timeout=5)\n"
+                                 "except OSError as e:\n    print('refused', type(e).__name__)\n")
+        self.assertEqual(r["stdout"], "None\nrefused PermissionError\n", r)
+        self.assertNotIn("network", r)
+        # An execution in a session cannot ask for a network of its own.
+        own = self.server.request("POST", f"/v1/sessions/{sid}/execute",
+                                  {"code": "1", "network": {"allow": [self.target()]}})
+        self.assertIn(own.status, (400, 422), repr(own))
+        body = self.assertProblem(self.session(network={"allow": ["evil.test"]}), 422, "network-not-allowed")
+        self.assertEqual(body["entry"], "evil.test", body)
+        body = self.assertProblem(self.session(token=OFFLINE, network={"allow": ["127.0.0.3"]}), 422,
+                                  "network-not-allowed")
+        self.assertIn("may have no network", body["detail"])
+        self.assertProblem(self.session(network={"allow": ["bad name"]}), 400)
+
+    def test_mcp_create_session_with_network(self):
+        client = self.mcp()
+        created = client.call("create_session", {"network": {"allow": [self.target()]}})
+        self.assertFalse(created["isError"], tool_text(created))
+        sid = created["structuredContent"]["session_id"] if "session_id" in created["structuredContent"] \
+            else created["structuredContent"]["id"]
+        result = client.call("execute_python", {"code": self.fetch_code("127.0.0.2"), "session_id": sid})
+        self.assertFalse(result["isError"], tool_text(result))
+        self.assertEqual(result["structuredContent"]["stdout"], BODY.decode() + "\n", result)
+        self.assertEqual(len(result["structuredContent"]["network"]["connections"]), 1)
+        beyond = client.call("create_session", {"network": {"allow": ["evil.test"]}})
+        self.assertEqual(beyond["structuredContent"]["type"], "urn:execbox:problem:network-not-allowed", beyond)
+        schema = client.tools()["create_session"]["inputSchema"]["properties"]["network"]
+        self.assertEqual(set(schema["properties"]), {"allow", "deny"})
+
     # -- the audit log and /metrics --
 
     def test_audit_and_metrics_carry_the_connections(self):
@@ -171,10 +280,13 @@ class NetworkTest(ApiTestCase):
         self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["evil.test"]}}), 422, "'evil.test'")
         self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["127.0.0.3"]}}, token=OFFLINE), 422,
                             "no network")
-        # Within it, a sandbox (a session) cannot carry a policy yet: refused, not made without one.
-        self.assertE2bError(self.create_sandbox({"network": {"allowOut": ["127.0.0.2"]}}), 422,
-                            "session cannot have network")
-        self.assertE2bError(self.create_sandbox({"allow_internet_access": True}), 422, "session cannot have network")
+        # Within it, a sandbox (a session) with that policy: the SDKs' default is the key's whole bound.
+        before = {s["id"] for s in self.server.request("GET", "/v1/sessions").json()["sessions"]}
+        self.assertEqual(self.create_sandbox({"network": {"allowOut": ["127.0.0.2"]}}).status, 201)
+        self.assertEqual(self.create_sandbox({"allow_internet_access": True}).status, 201)
+        made = [s for s in self.server.request("GET", "/v1/sessions").json()["sessions"] if s["id"] not in before]
+        self.assertEqual(sorted(s["network"]["allow"] for s in made),
+                         [["127.0.0.2"], ["127.0.0.2", "127.0.0.3"]], made)
         # What execbox cannot do is said.
         self.assertE2bError(self.create_sandbox({"network": {"maskRequestHost": "x"}}), 400, "maskRequestHost")
         self.assertE2bError(self.create_sandbox({"network": {"allowOut": "127.0.0.2"}}), 400, "allowOut")

@@ -69,7 +69,7 @@ await step("tools/list", async () => {
     exec?.properties?.timeout_seconds?.default === 30 && exec?.properties?.timeout_seconds?.maximum === 300 &&
     exec?.properties?.memory_mb?.minimum === 16, JSON.stringify(exec?.properties));
   const create = tools.find((t) => t.name === "create_session")?.inputSchema;
-  check("create_session: the same limits", JSON.stringify(Object.keys(create?.properties ?? {}).sort()) === JSON.stringify([...limits].sort()),
+  check("create_session: the same limits, and network", JSON.stringify(Object.keys(create?.properties ?? {}).sort()) === JSON.stringify([...limits, "network"].sort()),
     JSON.stringify(create?.properties));
 });
 

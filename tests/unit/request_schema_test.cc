@@ -22,9 +22,9 @@ TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
   EXPECT_EQ(AllowedNames(kExecuteBody), "code, stdin, files, limits, policy, filename, packages, session_id, network");
   EXPECT_EQ(AllowedNames(kSessionExecuteBody), "code, stdin, files, limits, policy, filename, packages");
   EXPECT_EQ(AllowedNames(kCheckBody), "code, policy");
-  EXPECT_EQ(AllowedNames(kSessionBody), "limits, checkpoint, packages");
+  EXPECT_EQ(AllowedNames(kSessionBody), "limits, checkpoint, packages, network");
   EXPECT_EQ(AllowedNames(kExecutePythonTool), "code, limits, packages, session_id, network");
-  EXPECT_EQ(AllowedNames(kCreateSessionTool), "limits, packages");
+  EXPECT_EQ(AllowedNames(kCreateSessionTool), "limits, packages, network");
   EXPECT_EQ(AllowedNames(kInputFile), "name, content_base64");
   EXPECT_EQ(AllowedNames(kProcessStartBody), "argv, command, env, cwd, pty, rows, cols, stdin, tag");
   EXPECT_EQ(AllowedNames(kProcessInputBody), "data, data_base64");

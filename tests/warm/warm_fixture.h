@@ -66,6 +66,9 @@ class OwnedSessions {
   auto Fork(const std::string& id) { return s_.Fork(owner_, id); }
   auto Undo(const std::string& id) { return s_.Undo(owner_, id); }
   auto CreateWithCheckpoints() { return s_.Create(owner_, g_engine->pool()->options().limits, true); }
+  auto CreateWithNetwork(const SessionNetwork& network) {
+    return s_.Create(owner_, g_engine->pool()->options().limits, false, network);
+  }
   auto Delete(const std::string& id) { return s_.Delete(owner_, id); }
   auto WriteFile(const std::string& id, const std::string& path, std::string content) {
     return s_.WriteFile(owner_, id, path, std::move(content));

@@ -205,14 +205,10 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   // asks for the caller's whole bound, none where that is empty.
   auto network = NetworkAsk(*body, gate_.NetworkBound(caller));
   if (!network) return SendError(*exchange, 400, network.error());
-  if (*network) {
-    if (auto checked = gate_.CheckSessionNetwork(caller, **network, origin); !checked)
-      return SendRefusal(*exchange, checked.error());
-  }
   // Making a session forks a child: never on the I/O thread.
-  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime] {
+  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime, policy = std::move(*network)]() mutable {
     ForgetEnded();
-    auto info = gate_.CreateSession(caller, {}, origin);
+    auto info = gate_.CreateSession(caller, {}, origin, false, std::move(policy));
     if (!info) return SendRefusal(*exchange, info.error());
     if (auto published = Publish(sandbox, *info, caller, origin, lifetime); !published)
       return SendRefusal(*exchange, published.error());

@@ -1,7 +1,7 @@
 // E2B's network fields of a sandbox's creation (`allow_internet_access`, which the SDKs send as
 // true unless told otherwise, and `network: {allowOut, denyOut}`) as the policy execbox asks
 // its gate for. Only a translation: what a caller may have is the gate's to say
-// (Gate::NetworkBound, Gate::CheckSessionNetwork).
+// (Gate::NetworkBound, Gate::CreateSession).
 #pragma once
 
 #include <expected>

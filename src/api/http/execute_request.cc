@@ -502,6 +502,7 @@ std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body) {
   out.limits = std::move(read->call.limits);
   out.checkpoint = read->checkpoint;
   out.packages = std::move(read->call.program.packages);
+  out.network = std::move(read->call.network);
   return out;
 }
 

@@ -37,12 +37,14 @@ std::expected<engine::ExecutionRequest, Problem> ParseExecuteBody(std::string_vi
 // POST /v1/check: {code, policy?} -> a program in Mode::kCheck.
 std::expected<engine::ExecutionRequest, Problem> ParseCheckBody(std::string_view body);
 
-// POST /v1/sessions: {} or {limits?: {...}, checkpoint?: bool} (or an empty body).
+// POST /v1/sessions: {} or {limits?: {...}, checkpoint?: bool, packages?: [...], network?: {...}}
+// (or an empty body).
 struct SessionBody {
   engine::LimitOverrides limits;
   bool checkpoint = false;  // a snapshot before each execution, for /undo
   // Installed from the wheelhouse into the new session before it is answered for.
   std::vector<std::string> packages;
+  std::optional<engine::NetPolicy> network;  // the session's, for its whole life; none: no network
 };
 std::expected<SessionBody, Problem> ParseSessionBody(std::string_view body);
 

@@ -24,6 +24,7 @@ nlohmann::json SessionJson(const engine::SessionInfo& info) {
   if (!info.preserved) j["reason"] = info.lost_reason;
   j["checkpoint"] = info.checkpoint;
   if (info.checkpoint) j["can_undo"] = info.can_undo;
+  if (info.network) j["network"] = engine::NetPolicyJson(*info.network);
   return j;
 }
 
@@ -63,7 +64,8 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     return calls_.Spawn([this, exchange, caller, origin, body = std::move(*body)]() mutable {
       const bool asked_packages = !body.packages.empty();
       auto created =
-          gate_.CreateSession(caller, body.limits, origin, body.checkpoint, std::move(body.packages));
+          gate_.CreateSession(caller, body.limits, origin, body.checkpoint, std::move(body.packages),
+                              std::move(body.network));
       if (!created) return exchange->Respond(ProblemResponse(ProblemOf(created.error())));
       nlohmann::json out = SessionJson(created->info);
       if (asked_packages) out["installed"] = engine::InstalledJson(created->installed);

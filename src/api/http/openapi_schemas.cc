@@ -61,6 +61,11 @@ json SessionInfo() {
        {"last_used", time},
        {"checkpoint", Boolean("Created with `checkpoint`: a snapshot is kept from before each execution.")},
        {"can_undo", Boolean("With `checkpoint`: whether a snapshot is held now for `/undo`.")},
+       {"network",
+        {{"allOf", {Schema("NetworkPolicy")}},
+         {"description",
+          "The session's network policy as granted (its deny entries include the server's and the "
+          "key's); absent: the session has no network."}}},
        {"memory", memory}});
 }
 

@@ -282,7 +282,8 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
     auto parsed = ParseCreateSessionArguments(arguments);
     if (!parsed) return RefusalToolResult(parsed.error());
     const bool asked_packages = !parsed->packages.empty();
-    auto created = gate_.CreateSession(caller_, parsed->limits, origin_, false, std::move(parsed->packages));
+    auto created = gate_.CreateSession(caller_, parsed->limits, origin_, false, std::move(parsed->packages),
+                                       std::move(parsed->network));
     if (!created) return RefusalToolResult(created.error());
     {
       std::lock_guard lock(sessions_mu_);

@@ -370,7 +370,8 @@ engine::Refused<CreateSessionArguments> ParseCreateSessionArguments(const json& 
   auto overrides = engine::ReadLimitOverrides(limits, "");
   if (!overrides) return std::unexpected(std::move(overrides.error()));
   return CreateSessionArguments{.limits = std::move(*overrides),
-                                .packages = std::move(request.program.packages)};
+                                .packages = std::move(request.program.packages),
+                                .network = std::move(request.network)};
 }
 
 Expected<std::string> StringArgument(const json& arguments, const std::string& name) {

@@ -39,6 +39,7 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::
 struct CreateSessionArguments {
   engine::LimitOverrides limits;
   std::vector<std::string> packages;
+  std::optional<engine::NetPolicy> network;  // the session's; none: no network
 };
 engine::Refused<CreateSessionArguments> ParseCreateSessionArguments(const nlohmann::json& arguments);
 // A required string argument (session_id for close_session).

@@ -350,7 +350,7 @@ constexpr RequestField kTable[] = {
                         "The signal, by name (\"SIGTERM\", \"KILL\", \"INT\", ...) or number (1-64)."}}}},
     {.id = FieldId::kNetwork,
      .name = "network",
-     .in = kExecuteBody | kExecutePythonTool,
+     .in = kExecuteBody | kExecutePythonTool | kSessionBody | kCreateSessionTool,
      .type = JsonType::kObject,
      .component = "NetworkPolicy",
      .descriptions =
@@ -363,15 +363,29 @@ constexpr RequestField kTable[] = {
             "CONNECT) "
             "or `ALL_PROXY` (SOCKS5), set in its environment; names are resolved by the server, and "
             "loopback, private and link-local addresses are refused unless an IP/CIDR entry names them. "
-            "Every attempt is listed in the result's `network`. One-shot executions only (not in "
-            "sessions)."},
+            "Every attempt is listed in the result's `network`. For one-shot executions; a session's "
+            "network is the one it was created with (`POST /v1/sessions`)."},
+           {kSessionBody,
+            "The session's network, for its whole life, through a proxy of its own on the server: the same "
+            "policy as `/v1/execute`'s `network`, bounded the same way (422 `network-not-allowed` naming an "
+            "entry beyond the server's or the key's bound). Its code, commands and processes reach it through "
+            "`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`; each execution's result lists the connection attempts "
+            "since the last one (its processes' too). A fork has the same policy; an export, an import and "
+            "a server restart do not carry it. Absent: no network at all."},
            {kExecutePythonTool,
             "Network for this run, if the server allows it (absent: no network at all). {\"allow\": "
             "[\"pypi.example.com\", \"*.example.com:443\", \"10.1.2.0/24\"], \"deny\": [...]}: host names, "
             "*.suffixes, IPs or CIDRs, optionally :port; deny wins. Each allow entry must be within what the "
             "server allows, else the call is refused naming the entry. The code reaches them through the "
             "proxies in HTTP_PROXY/HTTPS_PROXY/ALL_PROXY (urllib, requests, pip, curl use them); every "
-            "attempt is listed in the result's network.connections. Not with session_id."}}}},
+            "attempt is listed in the result's network.connections. Not with session_id (a session's "
+            "network is the one create_session gave it)."},
+           {kCreateSessionTool,
+            "Network for the session's whole life, if the server allows it (absent: none). The same form "
+            "as execute_python's network: {\"allow\": [...], \"deny\": [...]}; each allow entry within what "
+            "the server allows, else the call is refused naming it. Code, commands and processes in the "
+            "session reach it through HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; every execution's result lists "
+            "the attempts since the last one."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.

@@ -84,7 +84,7 @@ enum class FieldId {
   kMaxBytes,
   kWaitSeconds,
   kToolSignal,  // signal_process's: optional, SIGTERM by default (the HTTP body's must be given)
-  kNetwork,     // a one-shot execution's network policy
+  kNetwork,     // a one-shot execution's or a session's network policy
 };
 
 enum class JsonType { kNone, kString, kBoolean, kArray, kObject, kInteger };

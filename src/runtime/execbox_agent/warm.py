@@ -104,11 +104,14 @@ def _thread_count():
         return threading.active_count() if threading is not None else 1
 
 
-def serve(channel_fd, session, layer=-1):
+def serve(channel_fd, session, layer=-1, egress_port=0):
     """Runs requests received on channel_fd (see the header) in this forked, locked-down
     child: one, or with session true one after another with the globals kept. `layer`: a
-    session's root's upper layer, a read-only descriptor its snapshots copy (else -1). Never
+    session's root's upper layer, a read-only descriptor its snapshots copy (else -1).
+    `egress_port`: a session's network relay (its init listens there), else 0. Never
     returns."""
+    if egress_port:
+        _set_proxies(egress_port)
     try:
         ChildServer(channel_fd, bool(session), layer).loop()
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed
@@ -117,3 +120,17 @@ def serve(channel_fd, session, layer=-1):
         except OSError:
             pass
     os._exit(INTERNAL_ERROR_EXIT)
+
+
+def _set_proxies(port):
+    """The proxies' addresses in os.environ (the process's C environment already has them, set
+    before the init forked, so the session's commands get them too; os.environ is the zygote's
+    copy from before)."""
+    http = "http://127.0.0.1:%d" % port
+    socks = "socks5h://127.0.0.1:%d" % port
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        os.environ[name] = http
+    for name in ("ALL_PROXY", "all_proxy"):
+        os.environ[name] = socks
+    for name in ("NO_PROXY", "no_proxy"):
+        os.environ[name] = "localhost,127.0.0.1"
