@@ -122,6 +122,32 @@ void Installed(const json& event, AgentReport& r) {
   }
 }
 
+// At most kMaxNetAttempts, each a host (at most kMaxNetRuleBytes) and a port; once per report.
+void NetworkAttempts(const json& event, AgentReport& r) {
+  constexpr size_t kMaxNetAttempts = 64;
+  if (r.network_attempts) return;
+  NetRecord record;
+  auto list = event.find("attempts");
+  if (list == event.end() || !list->is_array()) return;
+  for (const json& a : *list) {
+    if (!a.is_object()) continue;
+    if (record.connections.size() >= kMaxNetAttempts) {
+      ++record.omitted;
+      continue;
+    }
+    std::string host = Str(a, "host");
+    if (host.size() > kMaxNetRuleBytes) host.resize(kMaxNetRuleBytes);
+    const int64_t port = Int(a, "port").value_or(0);
+    record.connections.push_back(NetConnection{.host = std::move(host),
+                                               .port = static_cast<uint16_t>(port >= 0 && port <= 65535 ? port : 0),
+                                               .allowed = false,
+                                               .reason = "no network"});
+  }
+  const int64_t omitted = Int(event, "omitted").value_or(0);
+  if (omitted > 0 && omitted < (int64_t{1} << 32)) record.omitted += static_cast<uint64_t>(omitted);
+  if (!record.connections.empty() || record.omitted != 0) r.network_attempts = std::move(record);
+}
+
 void Apply(const json& event, AgentReport& r) {
   std::string type = Str(event, "type");
   if (type == "stream") {
@@ -152,6 +178,8 @@ void Apply(const json& event, AgentReport& r) {
     Findings(event, r);
   } else if (type == "installed") {
     Installed(event, r);
+  } else if (type == "network_attempts") {
+    NetworkAttempts(event, r);
   } else if (type == "exit") {
     r.exit_code = Int(event, "code");
   }

@@ -18,6 +18,9 @@ struct AgentReport {
   size_t stream_bytes = 0;
   std::vector<MimeBundle> display;
   std::vector<InstalledPackage> installed;
+  // Where the sandbox has no network: the destinations its code asked for, as the agent noted
+  // them (netwatch.py); said by the sandbox, so listed as such and counted nowhere.
+  std::optional<NetRecord> network_attempts;
   std::optional<MimeBundle> result;
   std::optional<ErrorInfo> error;
   std::string error_phase;  // "policy", "compile" or "run" when error is set

@@ -203,6 +203,8 @@ Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits&
   r.result = std::move(report.result);
   r.findings = std::move(report.findings);
   r.installed = std::move(report.installed);
+  // The proxy's record, where there is one, is set by the caller over this.
+  r.network = std::move(report.network_attempts);
   Classify(outcome, report, limits, r);
   KeepChangedFiles(program, outcome, r);
   return r;

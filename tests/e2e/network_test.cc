@@ -174,8 +174,14 @@ TEST_P(Network, NoPolicyMeansNoNetworkAsBefore) {
   Invocation r = Code(code, {"--server", "never"});
   ASSERT_EQ(r.exit_status, 0) << r.err << r.out;
   EXPECT_EQ(r.json["stdout"], "[]\nrefused\nno inet socket\n");
-  EXPECT_FALSE(r.json.contains("network"));
   EXPECT_EQ(upstream.served(), 0);
+  // What it tried is listed, refused ("no network": noted inside the sandbox), and only that.
+  ASSERT_TRUE(r.json.contains("network")) << r.out;
+  ASSERT_EQ(r.json["network"]["connections"].size(), 1u) << r.out;
+  const nlohmann::json& tried = r.json["network"]["connections"][0];
+  EXPECT_EQ(tried["allowed"], false) << r.out;
+  EXPECT_EQ(tried["reason"], "no network") << r.out;
+  EXPECT_EQ(tried["port"], upstream.port()) << r.out;
 }
 
 TEST_P(Network, WithAPolicyRawSocketsStillReachNothing) {

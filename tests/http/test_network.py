@@ -125,6 +125,21 @@ class NetworkTest(ApiTestCase):
         body = self.assertProblem(offline, 422, "network-not-allowed")
         self.assertIn("may have no network", body["detail"])
 
+    # -- no policy: nothing leaves, and what was tried is listed --
+
+    def test_without_a_policy_urlopen_fails_and_the_attempt_is_listed(self):
+        code = self.fetch_code("pypi.example.test", "169.254.169.254")
+        result = self.assertResult(self.server.execute(code), "ok")
+        self.assertEqual(result["stdout"], "refused URLError\nrefused URLError\n", result)
+        self.assertEqual([(c["host"], c["port"], c["allowed"], c["reason"]) for c in result["network"]["connections"]],
+                         [("pypi.example.test", self.port, False, "no network"),
+                          ("169.254.169.254", self.port, False, "no network")], result["network"])
+        self.assertValid("Result", result)
+        # The same on MCP; and code that tries nothing has no `network` at all.
+        mcp = self.mcp().call("execute_python", {"code": code})
+        self.assertEqual(len(mcp["structuredContent"]["network"]["connections"]), 2, mcp)
+        self.assertNotIn("network", self.assertResult(self.server.execute("print(1)"), "ok"))
+
     # -- sessions: a policy for the session's whole life --
 
     def session(self, token=None, **body):
@@ -207,7 +222,9 @@ class NetworkTest(ApiTestCase):
                                  f"try:\n    socket.create_connection(('127.0.0.2', {self.port}), timeout=5)\n"
                                  "except OSError as e:\n    print('refused', type(e).__name__)\n")
         self.assertEqual(r["stdout"], "None\nrefused PermissionError\n", r)
-        self.assertNotIn("network", r)
+        # What it tried is listed, refused: no network.
+        self.assertEqual([(c["host"], c["port"], c["allowed"], c["reason"]) for c in r["network"]["connections"]],
+                         [("127.0.0.2", self.port, False, "no network")], r["network"])
         # An execution in a session cannot ask for a network of its own.
         own = self.server.request("POST", f"/v1/sessions/{sid}/execute",
                                   {"code": "1", "network": {"allow": [self.target()]}})

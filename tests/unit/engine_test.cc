@@ -121,6 +121,28 @@ TEST(Report, TakesInstalledPackagesAndIgnoresTheirWrongShapes) {
   EXPECT_EQ(r.installed[0].modules, std::vector<std::string>{"a_b"});
 }
 
+TEST(Report, TakesNetworkAttemptsBoundedAndAsRefusedOnly) {
+  // What the sandbox says it tried without network: refused, whatever it claims, bounded, once.
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += R"({"host":"h)" + std::to_string(i) + R"(","port":80},)";
+  AgentReport r = ParseReport(
+      R"({"type":"network_attempts","attempts":[{"host":"example.com","port":443,"allowed":true},)"
+      R"({"host":")" + std::string(1000, 'x') + R"(","port":99999},"junk",)" + many +
+      R"({"host":"last","port":1}],"omitted":5})" "\n" R"({"type":"network_attempts","attempts":[{"host":"again"}]})" "\n");
+  ASSERT_TRUE(r.network_attempts.has_value());
+  const NetRecord& n = *r.network_attempts;
+  ASSERT_EQ(n.connections.size(), 64u);
+  EXPECT_EQ(n.connections[0].host, "example.com");
+  EXPECT_EQ(n.connections[0].port, 443);
+  EXPECT_FALSE(n.connections[0].allowed);
+  EXPECT_EQ(n.connections[0].reason, "no network");
+  EXPECT_EQ(n.connections[1].host.size(), kMaxNetRuleBytes);
+  EXPECT_EQ(n.connections[1].port, 0);
+  EXPECT_EQ(n.omitted, 103u - 64 + 5);  // the objects past the 64th, and what the agent omitted
+  EXPECT_EQ(n.allowed + n.refused, 0u);  // counted nowhere: the sandbox said it
+  EXPECT_FALSE(ParseReport(R"({"type":"network_attempts","attempts":"no"})" "\n").network_attempts);
+}
+
 TEST(PackageNames, TakesNamesWithVersionsAndNothingElse) {
   for (const char* ok : {"tqdm", "python-docx", "a_b.c", "x==1.2", "x>=1,<2", "pkg[extra]==1.0", "z~=2.1"}) {
     EXPECT_TRUE(runtime::CheckPackageNames({ok})) << ok;

@@ -9,6 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from execbox_agent.cell import internal_error_event, register_source  # noqa: E402
 from execbox_agent.execution import State, check_and_compile, finish, prepare_interpreter, run  # noqa: E402
 from execbox_agent.errors import RequestError  # noqa: E402
+from execbox_agent import netwatch  # noqa: E402
 from execbox_agent.report import INTERNAL_ERROR_EXIT, Reporter, take_report_fd  # noqa: E402
 from execbox_agent.request import DEFAULTS, SESSION_MODES, load_request  # noqa: E402
 from execbox_agent.streams import OpenTracker, install_streams  # noqa: E402
@@ -29,6 +30,8 @@ def main():
         if request["egress_port"] and request["egress_fd"]:
             from execbox_agent import egress
             egress.start(request["egress_fd"], request["egress_port"])
+        else:
+            netwatch.install()
         state = State(request, reporter)
         register_source(request["filename"], request["code"])
         if request["mode"] == "run":

@@ -9,6 +9,8 @@
 #     {"type": "result", "data": {mime: value}, "metadata": {...}}
 #     {"type": "error", "phase": "policy" | "compile" | "run" | "internal", "ename",
 #      "evalue", "traceback": [line, ...], "line"?, "column"?, "text"?}
+#     {"type": "network_attempts", "attempts": [{host, port}], "omitted": int}
+#                                      (just before exit; without network only: netwatch.py)
 #     {"type": "exit", "code": int}                      (last, whenever the agent finishes)
 # Text MIME values are str, binary ones (image/png, image/jpeg, ...) base64 str, JSON ones
 # (application/json, */*+json) JSON values. Every bundle has text/plain.
@@ -24,6 +26,7 @@ import codecs
 import json
 import os
 
+from . import netwatch
 from .text import utf8_len
 
 REPORT_FD = 3
@@ -123,8 +126,12 @@ class Reporter:
     def emit(self, event):
         if not self.active() or os.getpid() != self._pid:
             return
+        # Before the exit event, what the code tried to reach without network (netwatch.py).
+        attempts = netwatch.take_event() if event.get("type") == "exit" else None
         with self._lock:
             self._flush_stream_locked()
+            if attempts is not None:
+                self._write_locked(attempts)
             self._write_locked(event)
 
     def record_stream(self, name, data):

@@ -13,6 +13,7 @@ import os
 import sys
 
 from .cell import compile_cell, execute, register_source, run_error_event
+from . import netwatch
 from .child import ChildServer
 from .execution import add_dist_packages
 from .figures import seed_matplotlib_cache, warm_plot
@@ -112,6 +113,9 @@ def serve(channel_fd, session, layer=-1, egress_port=0):
     returns."""
     if egress_port:
         _set_proxies(egress_port)
+        netwatch.stop()
+    else:
+        netwatch.install()
     try:
         ChildServer(channel_fd, bool(session), layer).loop()
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed
