@@ -781,7 +781,8 @@ TEST(ExecuteBody, NetworkIsParsedAndBadEntriesNamed) {
   auto named = ParseExecuteBody(R"({"code":"1","network":{"allow":["ok.test","10.0.0.1/8"]}})", true);
   ASSERT_FALSE(named.has_value());
   EXPECT_NE(named.error().detail.find("10.0.0.1/8"), std::string::npos) << named.error().detail;
-  // A session's execution has no network yet: the field is unknown there.
+  // A session's execution cannot ask for a network (its session's is the one it was created
+  // with): the field is unknown on that route.
   auto in_session = ParseExecuteBody(R"({"code":"1","network":{"allow":["a.test"]}})", false);
   ASSERT_FALSE(in_session.has_value());
 }
