@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "jail/warm_host.h"
+
 namespace execbox::jail {
 
 int BringLoopbackUp() noexcept {
@@ -52,20 +54,7 @@ void PassConnections(int listener, int connector, int max) noexcept {
       if (errno == EINTR) continue;
       return;  // none left (EAGAIN), or the listener failed: the next wake tries again
     }
-    char byte = 'c';
-    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-    alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &conn, sizeof(int));
-    (void)::sendmsg(connector, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)SendWithFds(connector, "c", 1, &conn, 1, MSG_DONTWAIT);
     ::close(conn);
   }
 }

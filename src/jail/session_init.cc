@@ -28,6 +28,7 @@
 #include "jail/lockdown.h"
 #include "jail/loopback.h"
 #include "jail/proc_sessions.h"
+#include "jail/warm_host.h"
 #include "jail/wire.h"
 
 extern char** environ;
@@ -102,22 +103,7 @@ bool TableFull() {
 // One message to the host, with `fd` attached when >= 0. A host that is gone is noticed by the
 // loop (its end of the socket hangs up).
 void Send(int host, const Header& h, int fd = -1) noexcept {
-  struct iovec iov = {.iov_base = const_cast<Header*>(&h), .iov_len = sizeof h};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  if (fd >= 0) {
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  while (::sendmsg(host, &msg, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-  }
+  (void)SendWithFds(host, &h, sizeof h, &fd, fd >= 0 ? 1 : 0);
 }
 
 void SendEvent(int host, Op op, uint32_t id, pid_t pid, int value, const char* step = nullptr) noexcept {

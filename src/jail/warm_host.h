@@ -17,8 +17,10 @@ namespace execbox::jail {
 // Waits until `fd` is readable; false on timeout.
 bool WaitReadable(int fd, Clock::time_point deadline);
 
-// Sends `data` with `nfds` descriptors attached (SCM_RIGHTS, at most 4).
-bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t nfds);
+// Sends `data` with `nfds` descriptors attached (SCM_RIGHTS, at most 4; none: a plain message),
+// retrying on EINTR; `flags` are added to MSG_NOSIGNAL (MSG_DONTWAIT: never wait). Allocates
+// nothing: the sandbox's side uses it too (a child's hand-over, the session init's messages).
+bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t nfds, int flags = 0);
 
 // A warm child's cgroup limits for the execution limits `l`.
 CgroupLimits ChildCgroupLimits(const Limits& l);

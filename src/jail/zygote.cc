@@ -40,22 +40,25 @@ bool WaitReadable(int fd, Clock::time_point deadline) {
   }
 }
 
-bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t nfds) {
-  char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
+bool SendWithFds(int sock, const void* data, size_t size, const int* fds, size_t nfds, int flags) {
+  if (nfds > 4) return false;
+  alignas(struct cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
   struct iovec iov = {.iov_base = const_cast<void*>(data), .iov_len = size};
   struct msghdr msg {};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-  struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  if (nfds > 0) {
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
   ssize_t n;
   do {
-    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    n = ::sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
   } while (n < 0 && errno == EINTR);
   return n == static_cast<ssize_t>(size);
 }

@@ -3,75 +3,24 @@
 // reach an allowed upstream through the session's proxy, by way of the relay its init runs; the
 // kernel's end keeps the network; the code holds no descriptor more than in a session without
 // network (the connector is the init's); sockets other than TCP stay refused.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/net_policy.h"
+#include "lib/loopback_upstream.h"
 #include "warm/warm_fixture.h"
 
 namespace execbox::engine {
 namespace {
 
-constexpr const char* kBody = "from the upstream";
-
-// An HTTP server on 127.0.0.2 (127.0.0.1 inside the sandbox is the sandbox's own loopback) that
-// answers every request with kBody.
-class Upstream {
- public:
-  Upstream() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(0x7f000002);
-    socklen_t len = sizeof a;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      return;
-    }
-    port_ = ntohs(a.sin_port);
-    thread_ = std::thread([this] { Serve(); });
-  }
-  ~Upstream() {
-    ::shutdown(fd_, SHUT_RDWR);  // accept() returns
-    if (thread_.joinable()) thread_.join();
-    ::close(fd_);
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  void Serve() {
-    for (;;) {
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) return;
-      std::string head;
-      char buf[1024];
-      while (head.find("\r\n\r\n") == std::string::npos && head.size() < 16384) {
-        ssize_t n = ::recv(c, buf, sizeof buf, 0);
-        if (n <= 0) break;
-        head.append(buf, static_cast<size_t>(n));
-      }
-      const std::string answer = "HTTP/1.0 200 OK\r\nContent-Length: " + std::to_string(std::strlen(kBody)) +
-                                 "\r\nConnection: close\r\n\r\n" + kBody;
-      (void)::send(c, answer.data(), answer.size(), MSG_NOSIGNAL);
-      ::close(c);
-    }
-  }
-
-  int fd_ = -1;
-  uint16_t port_ = 0;
-  std::thread thread_;
-};
+using testlib::kBody;
+using testlib::Upstream;
 
 class SessionNetworkTest : public WarmSessions {
  protected:
-  std::string Fetch(uint16_t port) const {
+  std::string Fetch(int port) const {
     return "import urllib.request\n"
            "print(urllib.request.urlopen('http://127.0.0.2:" +
            std::to_string(port) + "/', timeout=20).read().decode())\n";
