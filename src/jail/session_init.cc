@@ -58,6 +58,12 @@ char* g_argv[init_wire::kMaxStrings + 1];
 constexpr size_t kMaxEnv = init_wire::kMaxStrings + 1024;
 char* g_envp[kMaxEnv + 1];
 pid_t g_table[init_wire::kMaxProcesses];  // the processes the host started, alive; 0: free
+// The sessions of table processes that have exited, the newest kMaxProcesses: what they left
+// running in their session (`nohup server &` of a command that ended) is the host's start as
+// much as they were, and outlives the kernel's end too. A number whose session has emptied may
+// come back as a new process's, which is then spared as well: it still ends with the sandbox.
+pid_t g_left_sessions[init_wire::kMaxProcesses];
+size_t g_left_next = 0;
 pid_t g_kernel = 0;                       // the kernel, while it runs
 int g_kernel_status = 0;                  // the last kernel's wait status
 KernelStart g_start;
@@ -373,7 +379,17 @@ bool ServeHost(int host) {
 }
 
 void ReportExit(int host, pid_t pid, int status) {
-  if (RemoveFromTable(pid)) SendEvent(host, Op::kExited, 0, pid, status);
+  if (!RemoveFromTable(pid)) return;
+  g_left_sessions[g_left_next++ % init_wire::kMaxProcesses] = pid;  // started by setsid: its session
+  SendEvent(host, Op::kExited, 0, pid, status);
+}
+
+// What the kernel left: everything outside the sessions the table's processes lead or led.
+bool KillWhatTheKernelLeft() {
+  pid_t keep[2 * init_wire::kMaxProcesses];
+  std::memcpy(keep, g_table, sizeof g_table);
+  std::memcpy(keep + init_wire::kMaxProcesses, g_left_sessions, sizeof g_left_sessions);
+  return KillOutsideSessions(g_proc, keep, 2 * init_wire::kMaxProcesses);
 }
 
 // The host went away (or the kernel's remnants would not die): everything else in the
@@ -403,8 +419,7 @@ void Reap(int host) {
       g_kernel = 0;
       g_kernel_status = status;
       SendEvent(host, Op::kKernelEnded, 0, pid, status);
-      // What the kernel left: everything outside the sessions the table's processes lead.
-      if (!KillOutsideSessions(g_proc, g_table, init_wire::kMaxProcesses)) EndAll(host, status);
+      if (!KillWhatTheKernelLeft()) EndAll(host, status);
       continue;
     }
     ReportExit(host, pid, status);  // an orphan that is not the table's is only reaped

@@ -14,11 +14,11 @@
 // started, and reaps every other process (orphans too). When the kernel ends the init reports
 // the kernel's wait status first, then kills what the kernel left: every process outside the
 // sessions of the table's processes (what the code started, setsid or not; a process the host
-// started, and its children that stay in its session, live on). It then waits: the host may
-// ask for a new kernel (forked from the init, which is still the warm interpreter the first one
-// was), so that a session whose execution was stopped keeps its files and processes; or the
-// host closes its end, and everything goes. The host trusts none of it (init_link.h): the init
-// runs inside the sandbox.
+// started, and its children that stay in its session, live on, those children even after the
+// process itself exited). It then waits: the host may ask for a new kernel (forked from the
+// init, which is still the warm interpreter the first one was), so that a session whose
+// execution was stopped keeps its files and processes; or the host closes its end, and
+// everything goes. The host trusts none of it (init_link.h): the init runs inside the sandbox.
 #pragma once
 
 #include <sys/types.h>

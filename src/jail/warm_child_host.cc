@@ -181,7 +181,10 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                  .base = base};
   Watch watch(spec, ch, out);
   watch.Loop();
-  if (watch.report_done() && (options_.collect.enabled || files == FilesAfter::kNote)) {
+  // A session's kernel that ended alone (stopped, or it exited) leaves the sandbox with what it
+  // wrote: those files are this execution's, not the next one's.
+  if ((watch.report_done() || watch.kernel_ended_alone()) &&
+      (options_.collect.enabled || files == FilesAfter::kNote)) {
     watch.Collect(files == FilesAfter::kSend);
   }
   control_ = std::move(ch.control_host);

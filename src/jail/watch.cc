@@ -146,6 +146,7 @@ void Watch::CheckKernelEnded() {
   if (auto status = spec_.code_ended()) {
     kernel_ended_ = exited_ = true;
     report_done_ = false;
+    kill_at_.reset();  // a stop's kernel ended as asked: the machine is not killed
     wait_status_ = *status;
     ended_at_ = Clock::now();
   }
@@ -306,7 +307,8 @@ void Watch::Loop() {
       fds[n++] = {.fd = spec_.done_fd, .events = POLLIN, .revents = 0};
     }
     bool output_open = ch_.stdout_read.Valid() || ch_.stderr_read.Valid() || ch_.report_read.Valid();
-    if ((!control_open_ || kernel_ended_) && !output_open) break;
+    // Collecting ends on kCollected (or the zygote gone), a kernel that ended alone or not.
+    if ((!control_open_ || (kernel_ended_ && !collecting_)) && !output_open) break;
     if (report_done_ && !collecting_) {
       DrainOutput();
       ended_at_ = Clock::now();
@@ -352,7 +354,7 @@ void Watch::Loop() {
 void DelayCollectForTesting(std::chrono::milliseconds delay) { g_collect_delay_ms = delay.count(); }
 
 void Watch::Collect(bool send) {
-  if (!control_open_ || exited_) return;
+  if (!control_open_ || (exited_ && !kernel_ended_alone())) return;
   if (int64_t delay = g_collect_delay_ms; delay > 0)
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   wire::Header h{.kind = wire::Kind::kCollect, .a = send ? 0 : 1};

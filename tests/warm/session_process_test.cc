@@ -251,6 +251,10 @@ constexpr const char* kCodeChildren =
 TEST_F(SessionProcess, TheKernelsEndKeepsTheMachineAndKillsWhatTheCodeStarted) {
   ProcessInfo a = StartOk(Shell("sleep 100"));
   ProcessInfo b = StartOk(Shell("sleep 100"));
+  // A command that leaves a server running and exits (`nohup server &`): the server is the
+  // host's start too, and outlives the kernel's end.
+  ProcessInfo launcher = StartOk(Shell("sleep 4103 >/dev/null 2>&1 &"));
+  EXPECT_FALSE(WaitEnd(launcher.pid).running);
   Exec(id_, std::string("x = 1\nopen('/home/user/kept.txt', 'w').write('kept')\n") + kCodeChildren);
   Result r = Exec(id_, "import os\nos._exit(4)");
   EXPECT_EQ(r.exit_code, 4) << Describe(r);
@@ -260,6 +264,7 @@ TEST_F(SessionProcess, TheKernelsEndKeepsTheMachineAndKillsWhatTheCodeStarted) {
   EXPECT_TRUE(r.session->files_kept) << Describe(r);
   ExpectGoneSoon("sleep 4101");
   ExpectGoneSoon("sleep 4102");
+  EXPECT_EQ(HostPidsWithCmdline("sleep 4103").size(), 1u) << "the left server died with the kernel";
   Result next = Exec(id_, "print('x' in globals(), open('/home/user/kept.txt').read())");
   EXPECT_EQ(Out(next), "False kept\n") << Describe(next);
   for (int32_t pid : {a.pid, b.pid}) {
@@ -288,9 +293,17 @@ TEST_F(SessionProcess, ATimeoutRestartsTheKernelAloneAndTheNextReplySaysSo) {
   limits.wall_time = std::chrono::seconds(2);
   Result spin = Exec(
       id_,
-      std::string("z = 1\nopen('/tmp/t.txt', 'w').write('t')\n") + kCodeChildren + "while True:\n    pass",
+      std::string("z = 1\nopen('/tmp/t.txt', 'w').write('t')\nopen('spun.txt', 'w').write('s')\n") +
+          kCodeChildren + "while True:\n    pass",
       limits);
   EXPECT_EQ(spin.status, Status::kTimeout) << Describe(spin);
+  // What the stopped execution wrote is its own, not the next one's.
+  auto names = [](const Result& r) {
+    std::vector<std::string> out;
+    for (const auto& f : r.files) out.push_back(f.name);
+    return out;
+  };
+  EXPECT_EQ(names(spin), std::vector<std::string>{"spun.txt"}) << Describe(spin);
   ASSERT_TRUE(spin.session.has_value());
   EXPECT_EQ(spin.session->lost_reason, "timeout");
   EXPECT_TRUE(spin.session->files_kept) << Describe(spin);
@@ -298,6 +311,7 @@ TEST_F(SessionProcess, ATimeoutRestartsTheKernelAloneAndTheNextReplySaysSo) {
   ExpectGoneSoon("sleep 4102");
   Result next = Exec(id_, "print('z' in globals(), open('/tmp/t.txt').read())");
   EXPECT_EQ(Out(next), "False t\n") << Describe(next);
+  EXPECT_TRUE(names(next).empty()) << Describe(next);
   ASSERT_TRUE(next.session.has_value());
   EXPECT_FALSE(next.session->preserved);
   EXPECT_TRUE(next.session->files_kept);
