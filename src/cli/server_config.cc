@@ -153,9 +153,10 @@ class Reader {
   // ("" in [[keys]], "_per_key" for the server's defaults in [admission]).
   void CapFields(engine::KeyCaps& caps, const std::string& suffix, std::vector<Field>& fields) const;
   // A network policy's table ([network], or a key's `network`): allow and deny, each entry parsed;
-  // [network]'s max_connections too where `max_connections` is given.
+  // [network]'s max_connections and hosts_file too where those are given.
   Status Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
-                 size_t* max_connections = nullptr) const;
+                 size_t* max_connections = nullptr,
+                 std::shared_ptr<const engine::NetHosts>* hosts = nullptr) const;
 
   static std::string TypeName(const toml::node& node) {
     switch (node.type()) {
@@ -282,7 +283,7 @@ void Reader::CapFields(engine::KeyCaps& caps, const std::string& suffix, std::ve
 }
 
 Status Reader::Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
-                       size_t* max_connections) const {
+                       size_t* max_connections, std::shared_ptr<const engine::NetHosts>* hosts) const {
   std::vector<std::string> lists[2];
   auto list = [this](std::vector<std::string>* out) -> Handler {
     return [this, out](const toml::node& node, const std::string& key) -> Status {
@@ -299,6 +300,23 @@ Status Reader::Network(const toml::table& table, const std::string& prefix, engi
   std::vector<Field> fields{{"allow", list(&lists[0])}, {"deny", list(&lists[1])}};
   if (max_connections != nullptr)
     fields.push_back({"max_connections", SetUint(*max_connections, 1, 100'000)});
+  if (hosts != nullptr) {
+    fields.push_back({"hosts_file", [this, hosts](const toml::node& node, const std::string& key) -> Status {
+                        auto path = String(node, key);
+                        if (!path) return std::unexpected(path.error());
+                        if (path->empty() || path->front() != '/') return Err(node, key, "must be an absolute path");
+                        // A regular file only: a FIFO or a device would hold the server's start.
+                        struct stat st {};
+                        if (::stat(path->c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+                          return Err(node, key, *path + ": not a readable regular file");
+                        auto text = ReadFile(*path, engine::kMaxNetHostsBytes + 1);
+                        if (!text) return Err(node, key, text.error().message);
+                        auto parsed = engine::ParseNetHosts(*text);
+                        if (!parsed) return Err(node, key, *path + ": " + parsed.error().message);
+                        *hosts = std::make_shared<const engine::NetHosts>(std::move(*parsed));
+                        return {};
+                      }});
+  }
   if (auto s = Fields(table, prefix, fields); !s) return s;
   auto parsed = engine::ParseNetPolicy(lists[0], lists[1]);
   if (!parsed) return Err(table, prefix, parsed.error().message);
@@ -507,7 +525,7 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
            })},
           // [network] allow/deny: the widest policy a request may ask for (engine/net_policy.h).
           {"network", section([&](const toml::table& t, const std::string& prefix) {
-             return Network(t, prefix, c.network, &c.network_max_connections);
+             return Network(t, prefix, c.network, &c.network_max_connections, &c.network_hosts);
            })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,

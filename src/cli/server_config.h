@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "base/error.h"
 #include "engine/key_caps.h"
 #include "engine/limit_schema.h"
+#include "engine/net_hosts.h"
 #include "engine/net_policy.h"
 
 namespace execbox::cli {
@@ -66,6 +68,9 @@ struct ServerConfig {
   engine::NetPolicy network;
   // [network] max_connections: connection attempts served per execution; 0: the proxy's default.
   size_t network_max_connections = 0;
+  // [network] hosts_file: the operator's answers for names (engine/net_hosts.h), read with the
+  // config; null without one.
+  std::shared_ptr<const engine::NetHosts> network_hosts;
 
   std::chrono::seconds shutdown_grace{30};  // SIGTERM: running executions get this long
 

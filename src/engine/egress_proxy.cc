@@ -218,8 +218,9 @@ bool IsStreamSocket(int fd) {
 
 }  // namespace
 
-Expected<std::unique_ptr<EgressProxy>> EgressProxy::Start(NetPolicy policy, EgressLimits limits) {
-  std::unique_ptr<EgressProxy> p(new EgressProxy(std::move(policy), limits));
+Expected<std::unique_ptr<EgressProxy>> EgressProxy::Start(NetPolicy policy, EgressLimits limits,
+                                                          std::shared_ptr<const NetHosts> hosts) {
+  std::unique_ptr<EgressProxy> p(new EgressProxy(std::move(policy), limits, std::move(hosts)));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return FailErrno("socketpair(connector)");
   p->host_end_.Reset(sv[0]);
@@ -404,11 +405,13 @@ void EgressProxy::Serve(UniqueFd client, size_t index) {
     return refuse(403, "Forbidden", 2);
   }
   std::string error;
-  std::vector<Address> addresses = Resolve(c.host, error);
+  // The operator's answer for the name, if any, else the system's resolver.
+  const std::vector<Address>* named = hosts_ ? hosts_->Find(c.host) : nullptr;
+  std::vector<Address> addresses = named != nullptr ? *named : Resolve(c.host, error);
   UniqueFd upstream;
   std::optional<NetVerdict> first_refusal;
   for (const Address& a : addresses) {
-    NetVerdict v = CheckAddress(policy_, c.host, a, c.port);
+    NetVerdict v = CheckAddress(policy_, c.host, a, c.port, named != nullptr);
     if (!v.allowed) {
       if (!first_refusal) {
         first_refusal = v;

@@ -19,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/unique_fd.h"
+#include "engine/net_hosts.h"
 #include "engine/net_policy.h"
 
 namespace execbox::engine {
@@ -33,7 +34,10 @@ struct EgressLimits {
 
 class EgressProxy {
  public:
-  static Expected<std::unique_ptr<EgressProxy>> Start(NetPolicy policy, EgressLimits limits = {});
+  // `hosts`: the operator's answers for names (net_hosts.h), asked before the system's resolver;
+  // may be null.
+  static Expected<std::unique_ptr<EgressProxy>> Start(NetPolicy policy, EgressLimits limits = {},
+                                                      std::shared_ptr<const NetHosts> hosts = nullptr);
   ~EgressProxy();
   EgressProxy(const EgressProxy&) = delete;
   EgressProxy& operator=(const EgressProxy&) = delete;
@@ -51,7 +55,8 @@ class EgressProxy {
   NetRecord Drain();
 
  private:
-  EgressProxy(NetPolicy policy, EgressLimits limits) : policy_(std::move(policy)), limits_(limits) {}
+  EgressProxy(NetPolicy policy, EgressLimits limits, std::shared_ptr<const NetHosts> hosts)
+      : policy_(std::move(policy)), limits_(limits), hosts_(std::move(hosts)) {}
   void Accept();
   void Take(UniqueFd fd);
   void Serve(UniqueFd client, size_t index);
@@ -61,6 +66,7 @@ class EgressProxy {
 
   const NetPolicy policy_;
   const EgressLimits limits_;
+  const std::shared_ptr<const NetHosts> hosts_;
   UniqueFd host_end_, sandbox_end_;
   UniqueFd stop_read_, stop_write_;  // closing stop_write_ wakes every wait
   std::thread acceptor_;

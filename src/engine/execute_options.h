@@ -3,8 +3,10 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string_view>
 
+#include "engine/net_hosts.h"
 #include "engine/net_policy.h"
 #include "jail/sandbox.h"
 
@@ -23,6 +25,8 @@ struct ExecuteOptions {
   // Connection attempts served under that policy (later ones are refused, "limit"); 0: the
   // proxy's default (EgressLimits).
   size_t max_connections = 0;
+  // The operator's answers for names ([network] hosts_file); may be null.
+  std::shared_ptr<const NetHosts> hosts;
 };
 
 }  // namespace execbox::engine

@@ -73,6 +73,8 @@ struct GateOptions {
   // Connection attempts served per execution under a policy ([network] max_connections); 0: the
   // proxy's default.
   size_t network_max_connections = 0;
+  // The operator's answers for names ([network] hosts_file, net_hosts.h); may be null.
+  std::shared_ptr<const NetHosts> network_hosts;
   AuditLog* audit = nullptr;
   GateObserver* observer = nullptr;
   // The caps of a caller whose own ([[keys]]) leave one unset (key_caps.h).

@@ -17,7 +17,8 @@ std::unexpected<Error> Bad(std::string_view text, const std::string& why) {
   return Fail((printable ? "'" + std::string(text) + "'" : std::string("an entry")) + ": " + why);
 }
 
-// A DNS name: labels of letters, digits, '-' and '_', 1-63 bytes, 253 in all; lower-cased.
+}  // namespace
+
 std::optional<std::string> HostName(std::string_view s) {
   if (!s.empty() && s.back() == '.') s.remove_suffix(1);
   if (s.empty() || s.size() > 253) return std::nullopt;
@@ -38,6 +39,8 @@ std::optional<std::string> HostName(std::string_view s) {
   if (label == 0) return std::nullopt;
   return out;
 }
+
+namespace {
 
 bool InPrefix(const Address& a, const Address& net, int prefix) {
   for (int bit = 0; bit < prefix; ++bit) {
@@ -275,11 +278,12 @@ NetVerdict CheckName(const NetPolicy& policy, std::string_view asked, uint16_t p
   return Refusal("not in allowlist");
 }
 
-NetVerdict CheckAddress(const NetPolicy& policy, std::string_view asked, const Address& address, uint16_t port) {
+NetVerdict CheckAddress(const NetPolicy& policy, std::string_view asked, const Address& address, uint16_t port,
+                        bool operator_named) {
   if (const NetRule* d = FindAddress(policy.deny, address, port)) return Refusal("denied by rule", d);
   const NetRule* by_address = FindAddress(policy.allow, address, port);
   if (by_address != nullptr) return {.allowed = true, .rule = by_address->text};
-  if (IsSpecialAddress(address)) return Refusal("private address");
+  if (!operator_named && IsSpecialAddress(address)) return Refusal("private address");
   const NetRule* by_name = ParseAddress(asked) ? nullptr : FindName(policy.allow, Lower(asked), port);
   if (by_name == nullptr) return Refusal("not in allowlist");
   return {.allowed = true, .rule = by_name->text};

@@ -55,6 +55,10 @@ std::optional<std::string> FirstEntryBeyond(const NetPolicy& asked, const NetPol
 // `asked` with `bound`'s deny entries added: what an execution runs under.
 NetPolicy Within(NetPolicy asked, const NetPolicy& bound);
 
+// A DNS name (labels of letters, digits, '-' and '_', 1-63 bytes, 253 in all), lower-cased and
+// without a trailing dot; nullopt when `text` is not one.
+std::optional<std::string> HostName(std::string_view text);
+
 // An IP address as 16 bytes (IPv4 mapped); nullopt when `text` is not an address literal.
 std::optional<std::array<uint8_t, 16>> ParseAddress(std::string_view text);
 std::string AddressText(const std::array<uint8_t, 16>& address);
@@ -71,9 +75,11 @@ struct NetVerdict {
 // entry could allow (neither a name entry nor, for a literal, an address entry).
 NetVerdict CheckName(const NetPolicy& policy, std::string_view host, uint16_t port);
 // One resolved address of `host`: a deny by address, a special address without an address
-// entry, or neither the name nor the address allowed.
+// entry, or neither the name nor the address allowed. `operator_named`: the address is the
+// server operator's own answer for the name ([network] hosts_file, net_hosts.h), which counts
+// as public however private its range.
 NetVerdict CheckAddress(const NetPolicy& policy, std::string_view host, const std::array<uint8_t, 16>& address,
-                        uint16_t port);
+                        uint16_t port, bool operator_named = false);
 
 // One connection attempt from the sandbox, as the Result lists it (`network.connections`).
 struct NetConnection {

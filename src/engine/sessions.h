@@ -63,6 +63,7 @@ struct SessionOptions {
 struct SessionNetwork {
   std::shared_ptr<const NetPolicy> policy;  // null: no network, as every session before
   size_t max_connections = 0;               // 0: the proxy's default (EgressLimits)
+  std::shared_ptr<const NetHosts> hosts;     // the operator's answers for names; may be null
 };
 
 // Instance names are DNS labels (a StatefulSet's pod names are): 1-63 of a-z, 0-9 and '-',

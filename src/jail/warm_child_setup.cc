@@ -97,7 +97,8 @@ void ForkSessionInit(int channel, int init, int layer, const SessionRelay& relay
 }
 
 // The proxies' addresses, for the code, its commands and the session's processes: what pip,
-// requests, urllib, curl and git follow (python_program.cc sets the same for a cold run).
+// requests, urllib, curl and git follow; and pip no longer told to stay offline
+// (python_program.cc does the same for a cold run).
 void SetProxyEnvironment(int port) {
   char http[48], socks[48];
   std::snprintf(http, sizeof http, "http://127.0.0.1:%d", port);
@@ -105,6 +106,7 @@ void SetProxyEnvironment(int port) {
   for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"}) ::setenv(name, http, 1);
   for (const char* name : {"ALL_PROXY", "all_proxy"}) ::setenv(name, socks, 1);
   for (const char* name : {"NO_PROXY", "no_proxy"}) ::setenv(name, "localhost,127.0.0.1", 1);
+  ::unsetenv("PIP_NO_INDEX");  // pip may reach an index the policy allows
 }
 
 // The code's process, isolated: locked down before it waits for code. `init` (a session's,

@@ -197,7 +197,8 @@ jail::Policy BasePythonPolicy(const std::string& wheelhouse, const std::string& 
       "OMP_NUM_THREADS=1",
       "MKL_NUM_THREADS=1",
       "NUMEXPR_MAX_THREADS=1",
-      // pip never reaches for the network, and installs only into the work dir's user base
+      // pip never reaches for the network (unless a network policy lets it: below), and installs
+      // only into the work dir's user base
       // (/usr is read-only here: "break system packages" cannot break anything).
       std::string("PYTHONUSERBASE=") + kPackagesBase,
       "PIP_NO_INDEX=1",
@@ -284,6 +285,9 @@ Expected<jail::Policy> MakePolicy(const PythonProgram& program) {
       p.env.push_back(std::string(name) + "=" + http);
     for (const char* name : {"ALL_PROXY", "all_proxy"}) p.env.push_back(std::string(name) + "=" + socks);
     for (const char* name : {"NO_PROXY", "no_proxy"}) p.env.push_back(std::string(name) + "=localhost,127.0.0.1");
+    // pip may reach an index the policy allows (`pip install --index-url ...`): the wheelhouse
+    // stays one of its sources, no longer the only one.
+    std::erase(p.env, std::string("PIP_NO_INDEX=1"));
     p.egress_port = kEgressPort;  // the descriptor is the engine's (cold_execution.cc)
   }
   p.inputs = program.inputs;

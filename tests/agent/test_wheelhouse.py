@@ -108,6 +108,21 @@ class PipArgsTest(unittest.TestCase):
     def test_help_says_where_installs_come_from(self):
         self.assertEqual(wheelhouse.main(["--help"]), 0)
 
+    def test_an_index_is_named_by_an_option_or_the_environment(self):
+        saved = {k: os.environ.pop(k, None) for k in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL")}
+        try:
+            for args in (["-i", "http://x/simple", "a"], ["--index-url", "u", "a"], ["--index-url=u", "a"],
+                         ["--extra-index-url", "u", "a"], ["a", "--extra-index-url=u"]):
+                self.assertTrue(wheelhouse._names_an_index(args), args)
+            self.assertFalse(wheelhouse._names_an_index(["a", "-r", "req.txt", "--upgrade"]))
+            os.environ["PIP_INDEX_URL"] = "http://x/simple"
+            self.assertTrue(wheelhouse._names_an_index(["a"]))
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k, None)
+                if v is not None:
+                    os.environ[k] = v
+
 
 class ActivateTest(unittest.TestCase):
     def test_the_user_site_goes_before_dist_packages_once_it_exists(self):

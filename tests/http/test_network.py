@@ -4,18 +4,53 @@ execute_python takes `network` and lists every attempt in structuredContent; a k
 carry the connections; E2B's allow_internet_access and network map onto the policy or are refused
 in E2B's shape; a flood of 10,000 connection attempts from one execution is bounded and the
 server keeps answering. The upstream is this test's own HTTP server on 127.0.0.2 (127.0.0.1 inside
-the sandbox is the sandbox's own loopback), named by address entries."""
+the sandbox is the sandbox's own loopback), named by address entries, and by names the server's
+[network] hosts_file gives it (pypi.example.test, data.example.test): there it is also a package
+index, from which the sandbox's `pip install` installs a wheel the test builds."""
+import base64
+import hashlib
 import http.server
+import io
 import json
 import os
+import tempfile
 import threading
 import unittest
+import zipfile
 
 from harness import KEY_A, ApiTestCase, McpClient, Server, read_audit, sha256_hex, tool_text, wait_until
 
 NARROW = "network-narrow-0123456789abcdef"   # may reach 127.0.0.3 only
 OFFLINE = "network-offline-0123456789abcdef"  # may reach nothing
 BODY = b"hello from upstream"
+WHEEL_NAME = "tinypkg-1.0-py3-none-any.whl"
+
+
+def tiny_wheel():
+    """A pure-Python wheel of one module, `tinypkg` (VALUE = 42), with its RECORD's hashes."""
+    files = {"tinypkg/__init__.py": b"VALUE = 42\n",
+             "tinypkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n",
+             "tinypkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: execbox-test\n"
+                                            b"Root-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = ""
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record += f"{name},sha256={digest},{len(data)}\n"
+    files["tinypkg-1.0.dist-info/RECORD"] = (record + "tinypkg-1.0.dist-info/RECORD,,\n").encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, data in files.items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+WHEEL = tiny_wheel()
+# The upstream as a PEP 503 simple index too: what pip reads.
+PAGES = {
+    "/simple/tinypkg/": ("text/html", (f'<html><body><a href="/files/{WHEEL_NAME}#sha256='
+                                       f'{hashlib.sha256(WHEEL).hexdigest()}">{WHEEL_NAME}</a></body></html>').encode()),
+    f"/files/{WHEEL_NAME}": ("application/octet-stream", WHEEL),
+}
 
 
 class Upstream(http.server.ThreadingHTTPServer):
@@ -25,10 +60,12 @@ class Upstream(http.server.ThreadingHTTPServer):
 
 class Answer(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        content_type, body = PAGES.get(self.path, ("text/plain", BODY))
         self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(BODY)
+        self.wfile.write(body)
 
     def log_message(self, *args):
         pass
@@ -40,8 +77,13 @@ class NetworkTest(ApiTestCase):
         cls.upstream = Upstream(("127.0.0.2", 0), Answer)
         cls.port = cls.upstream.server_address[1]
         threading.Thread(target=cls.upstream.serve_forever, daemon=True).start()
+        cls.hosts_dir = tempfile.mkdtemp(prefix="execbox-network-hosts-")
+        hosts_file = os.path.join(cls.hosts_dir, "hosts")
+        with open(hosts_file, "w") as f:
+            f.write("# the test's upstream, by name\n127.0.0.2 pypi.example.test data.example.test\n")
         config = (
-            '[network]\nallow = ["127.0.0.2", "127.0.0.3"]\nmax_connections = 100\n\n'
+            '[network]\nallow = ["127.0.0.2", "127.0.0.3", "*.example.test"]\nmax_connections = 100\n'
+            f'hosts_file = "{hosts_file}"\n\n'
             f'[[keys]]\nid = "narrow"\nsha256 = "{sha256_hex(NARROW)}"\nnetwork = {{ allow = ["127.0.0.3"] }}\n\n'
             f'[[keys]]\nid = "offline"\nsha256 = "{sha256_hex(OFFLINE)}"\nnetwork = {{ allow = [] }}\n')
         server = Server(name="network", config=config)
@@ -52,6 +94,8 @@ class NetworkTest(ApiTestCase):
     @classmethod
     def tearDownClass(cls):
         cls.upstream.shutdown()
+        import shutil
+        shutil.rmtree(cls.hosts_dir, ignore_errors=True)
         code = cls.server.stop()
         if code != 0:
             raise AssertionError(f"exit status {code}; stderr:\n{cls.server.stderr_text()[-4000:]}")
@@ -124,6 +168,58 @@ class NetworkTest(ApiTestCase):
         offline = self.server.execute("1", token=OFFLINE, network={"allow": ["127.0.0.3"]})
         body = self.assertProblem(offline, 422, "network-not-allowed")
         self.assertIn("may have no network", body["detail"])
+
+    # -- names the operator gave ([network] hosts_file) --
+
+    def test_a_name_from_the_hosts_file_is_reached_through_http_and_connect(self):
+        port = self.port
+        code = (self.fetch_code("pypi.example.test", "data.example.test") +
+                "import http.client, os, urllib.parse\n"
+                "proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])\n"
+                "c = http.client.HTTPConnection(proxy.hostname, proxy.port, timeout=20)\n"
+                f"c.set_tunnel('pypi.example.test', {port})\n"
+                "c.request('GET', '/')\n"
+                "print('tunnel', c.getresponse().read().decode())\n")
+        r = self.server.execute(code, network={"allow": [f"pypi.example.test:{port}"]})
+        result = self.assertResult(r, "ok")
+        self.assertEqual(result["stdout"], f"{BODY.decode()}\nrefused HTTPError\ntunnel {BODY.decode()}\n", result)
+        self.assertEqual([(c["host"], c["protocol"], c["allowed"], c.get("address"), c.get("reason"))
+                          for c in result["network"]["connections"]],
+                         [("pypi.example.test", "http", True, "127.0.0.2", None),
+                          ("data.example.test", "http", False, None, "not in allowlist"),
+                          ("pypi.example.test", "connect", True, "127.0.0.2", None)], result["network"])
+
+    def test_pip_installs_from_an_index_the_policy_allows_in_a_session(self):
+        index = f"http://pypi.example.test:{self.port}/simple"
+        r = self.session(network={"allow": [f"pypi.example.test:{self.port}"]})
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["id"]
+        install = self.in_session(sid, (
+            "import subprocess, sys\n"
+            f"done = subprocess.run(['pip', 'install', '--index-url', '{index}',\n"
+            "                       '--trusted-host', 'pypi.example.test', 'tinypkg'],\n"
+            "                      capture_output=True, text=True)\n"
+            "print(done.returncode, done.stderr[-2000:])\n"))
+        self.assertEqual(install["stdout"].split()[0], "0", install)
+        self.assertIn("pypi.example.test", [c["host"] for c in install["network"]["connections"]], install["network"])
+        self.assertTrue(all(c["allowed"] for c in install["network"]["connections"]), install["network"])
+        # Installed for the session: a new interpreter imports it, and so does the next execution.
+        after = self.in_session(sid, "import subprocess, sys\n"
+                                     "print(subprocess.run([sys.executable, '-c', 'import tinypkg; print(tinypkg.VALUE)'],"
+                                     " capture_output=True, text=True).stdout.strip())\n"
+                                     "import site, importlib; site.addsitedir(site.getusersitepackages())\n"
+                                     "importlib.invalidate_caches()\nimport tinypkg\nprint(tinypkg.VALUE)\n")
+        self.assertEqual(after["stdout"], "42\n42\n", after)
+        # Without network, the sandbox's pip stays with the wheelhouse and says so.
+        offline = self.assertResult(self.server.execute(
+            "import subprocess, sys\n"
+            f"done = subprocess.run(['pip', 'install', '--index-url', '{index}',\n"
+            "                       '--trusted-host', 'pypi.example.test', 'tinypkg'],\n"
+            "                      capture_output=True, text=True)\n"
+            "print(done.returncode, done.stderr.strip())\n"), "ok")
+        self.assertEqual(offline["stdout"], "1 ERROR: option --index-url is not supported here: pip installs only "
+                                            "from the server's wheelhouse\n", offline)
+        self.assertNotIn("network", offline, offline)
 
     # -- no policy: nothing leaves, and what was tried is listed --
 
@@ -340,7 +436,7 @@ print(made)
         self.assertEqual(self.create_sandbox({"allow_internet_access": True}).status, 201)
         made = [s for s in self.server.request("GET", "/v1/sessions").json()["sessions"] if s["id"] not in before]
         self.assertEqual(sorted(s["network"]["allow"] for s in made),
-                         [["127.0.0.2"], ["127.0.0.2", "127.0.0.3"]], made)
+                         [["127.0.0.2"], ["127.0.0.2", "127.0.0.3", "*.example.test"]], made)
         # What execbox cannot do is said.
         self.assertE2bError(self.create_sandbox({"network": {"maskRequestHost": "x"}}), 400, "maskRequestHost")
         self.assertE2bError(self.create_sandbox({"network": {"allowOut": "127.0.0.2"}}), 400, "allowOut")

@@ -168,6 +168,14 @@ TEST(PackagePolicy, TheWheelhouseIsBoundReadOnlyAndPipFindsItUnlessItPinsHashes)
   };
   jail::Policy none = runtime::BasePythonPolicy();
   EXPECT_TRUE(has(none, "PIP_NO_INDEX=1"));
+  // Under a network policy pip may reach an index the policy allows.
+  runtime::PythonProgram networked;
+  networked.code = "1";
+  networked.egress = true;
+  auto with_network = runtime::MakePolicy(networked);
+  ASSERT_TRUE(with_network.has_value()) << with_network.error().message;
+  EXPECT_FALSE(has(*with_network, "PIP_NO_INDEX=1"));
+  EXPECT_TRUE(has(*with_network, "PIP_ONLY_BINARY=:all:"));
   EXPECT_FALSE(has(none, std::string("PIP_FIND_LINKS=") + runtime::kWheelhouseDir));
   EXPECT_TRUE(std::none_of(none.binds.begin(), none.binds.end(),
                            [](const jail::Bind& b) { return !b.inside.empty(); }));

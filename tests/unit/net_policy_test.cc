@@ -1,6 +1,7 @@
 // The network policy's matcher and the proxy's parsers, with hostile input.
 #include <gtest/gtest.h>
 
+#include "engine/net_hosts.h"
 #include "engine/net_policy.h"
 #include "engine/proxy_protocol.h"
 
@@ -78,6 +79,39 @@ TEST(NetPolicy, SpecialAddressesOnlyByAnAddressEntry) {
   // Denied by address even when the name is allowed.
   NetPolicy d = Policy({"*.example.test"}, {"93.184.216.0/24"});
   EXPECT_EQ(CheckAddress(d, "x.example.test", Addr("93.184.216.34"), 80).reason, "denied by rule");
+}
+
+TEST(NetHosts, TheOperatorsAnswersParseLikeEtcHostsAndBadLinesAreNamed) {
+  auto hosts = ParseNetHosts("# test upstreams\n\n127.0.0.2 PyPI.Example.test data.example.test  # both\n"
+                             "\t::1\tpypi.example.test.\r\n10.0.0.5 pypi.example.test\n");
+  ASSERT_TRUE(hosts.has_value()) << hosts.error().message;
+  const auto* pypi = hosts->Find("PYPI.example.test.");
+  ASSERT_NE(pypi, nullptr);
+  EXPECT_EQ(*pypi, (std::vector<std::array<uint8_t, 16>>{Addr("127.0.0.2"), Addr("::1"), Addr("10.0.0.5")}));
+  ASSERT_NE(hosts->Find("data.example.test"), nullptr);
+  EXPECT_EQ(hosts->Find("other.example.test"), nullptr);
+  EXPECT_EQ(hosts->Find("127.0.0.2"), nullptr);  // a literal is never vouched for
+  for (auto [text, why] : std::vector<std::pair<const char*, const char*>>{
+           {"pypi.example.test 127.0.0.2\n", "line 1: expected an IP address"},
+           {"# ok\n127.0.0.2\n", "line 2: an address without a name"},
+           {"127.0.0.2 bad/name\n", "line 1: 'bad/name' is not a host name"},
+           {"127.0.0.2 a.test 10.0.0.1\n", "line 1: '10.0.0.1' is not a host name"}}) {
+    auto bad = ParseNetHosts(text);
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_NE(bad.error().message.find(why), std::string::npos) << bad.error().message;
+  }
+  EXPECT_FALSE(ParseNetHosts(std::string(kMaxNetHostsBytes + 1, '#')).has_value());
+  std::string many;
+  for (size_t i = 0; i <= kMaxAddressesPerName; ++i) many += "10.0.0." + std::to_string(i + 1) + " a.test\n";
+  EXPECT_FALSE(ParseNetHosts(many).has_value());
+}
+
+TEST(NetHosts, AnAddressTheOperatorNamedCountsAsPublicButDenyAndTheAllowlistStillApply) {
+  NetPolicy p = Policy({"pypi.example.test"}, {"10.9.0.0/16"});
+  EXPECT_EQ(CheckAddress(p, "pypi.example.test", Addr("127.0.0.2"), 80).reason, "private address");
+  EXPECT_TRUE(CheckAddress(p, "pypi.example.test", Addr("127.0.0.2"), 80, true).allowed);
+  EXPECT_EQ(CheckAddress(p, "pypi.example.test", Addr("10.9.0.1"), 80, true).reason, "denied by rule");
+  EXPECT_EQ(CheckAddress(p, "other.example.test", Addr("127.0.0.2"), 80, true).reason, "not in allowlist");
 }
 
 TEST(NetPolicy, RequestWithinTheServersBound) {

@@ -3,9 +3,11 @@
 #include "cli/server_config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "api/http/auth.h"
@@ -347,6 +349,33 @@ TEST(Config, NetworkIsTheWidestPolicyAndABadEntryIsNamed) {
   EXPECT_NE(LoadError("[network]\nalow = []\n").find("network.alow: unknown key"), std::string::npos);
   EXPECT_EQ(Load("[network]\nmax_connections = 100\n")->network_max_connections, 100u);
   EXPECT_NE(LoadError("[network]\nmax_connections = 0\n").find("max_connections"), std::string::npos);
+}
+
+TEST(Config, TheHostsFileIsReadWithTheConfigAndItsBadLineNamed) {
+  char path[] = "/var/tmp/execbox-hosts-test-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string good = "127.0.0.2 pypi.example.test\n";
+  ASSERT_EQ(::write(fd, good.data(), good.size()), static_cast<ssize_t>(good.size()));
+  ::close(fd);
+  auto c = Load("[network]\nhosts_file = \"" + std::string(path) + "\"\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  ASSERT_NE(c->network_hosts, nullptr);
+  EXPECT_NE(c->network_hosts->Find("pypi.example.test"), nullptr);
+  EXPECT_EQ(Load("# nothing\n")->network_hosts, nullptr);
+  {
+    std::ofstream bad(path);
+    bad << "# fine\npypi.example.test 127.0.0.2\n";
+  }
+  const std::string error = LoadError("[network]\nhosts_file = \"" + std::string(path) + "\"\n");
+  EXPECT_NE(error.find("network.hosts_file"), std::string::npos) << error;
+  EXPECT_NE(error.find("line 2: expected an IP address"), std::string::npos) << error;
+  EXPECT_NE(LoadError("[network]\nhosts_file = \"hosts\"\n").find("must be an absolute path"), std::string::npos);
+  EXPECT_NE(LoadError("[network]\nhosts_file = \"/nonexistent/hosts\"\n").find("network.hosts_file"),
+            std::string::npos);
+  EXPECT_NE(LoadError("[network]\nhosts_file = \"/dev/stdin\"\n").find("not a readable regular file"),
+            std::string::npos);
+  ::unlink(path);
 }
 
 TEST(Config, AKeysNetworkLiesWithinTheServers) {

@@ -127,9 +127,9 @@ def serve(channel_fd, session, layer=-1, egress_port=0):
 
 
 def _set_proxies(port):
-    """The proxies' addresses in os.environ (the process's C environment already has them, set
-    before the init forked, so the session's commands get them too; os.environ is the zygote's
-    copy from before)."""
+    """The proxies' addresses in os.environ, and pip no longer kept offline (the process's C
+    environment already has them, set before the init forked, so the session's commands get
+    them too; os.environ is the zygote's copy from before)."""
     http = "http://127.0.0.1:%d" % port
     socks = "socks5h://127.0.0.1:%d" % port
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -138,3 +138,4 @@ def _set_proxies(port):
         os.environ[name] = socks
     for name in ("NO_PROXY", "no_proxy"):
         os.environ[name] = "localhost,127.0.0.1"
+    os.environ.pop("PIP_NO_INDEX", None)  # pip may reach an index the policy allows

@@ -317,9 +317,18 @@ def use_set(path):
 
 
 USAGE = """usage: pip install NAME[==VERSION] ... | pip install -r FILE
-In this sandbox pip installs only from the server's wheelhouse (there is no network), into the
-work dir; other pip commands (list, show, freeze) run as usual.
+In this sandbox pip installs from the server's wheelhouse, into the work dir; other pip commands
+(list, show, freeze) run as usual. Under a network policy, an install that names an index
+(--index-url, --extra-index-url, PIP_INDEX_URL) is pip's own, through the server's proxy.
 """
+
+
+def _names_an_index(args):
+    """Whether an install's arguments or environment name a package index."""
+    if os.environ.get("PIP_INDEX_URL") or os.environ.get("PIP_EXTRA_INDEX_URL"):
+        return True
+    return any(a in ("-i", "--index-url", "--extra-index-url") or a.startswith(("--index-url=", "--extra-index-url="))
+               for a in args)
 
 
 def _install_args(args):
@@ -354,6 +363,11 @@ def main(argv):
         return 0
     if argv[0] != "install":
         os.execve(INTERPRETER, [INTERPRETER, "-m", "pip"] + argv, _pip_env())
+    # A sandbox with a network policy has no PIP_NO_INDEX (python_program.cc): an index the
+    # caller names is reached through the proxy, which decides; wheels only, into the work dir,
+    # as pip's environment here says (PIP_USER, PIP_ONLY_BINARY).
+    if "PIP_NO_INDEX" not in os.environ and _names_an_index(argv[1:]):
+        os.execve(INTERPRETER, [INTERPRETER, "-m", "pip"] + argv, dict(os.environ))
     try:
         installed = install(_install_args(argv[1:]), in_process=False)
     except (PackageInstallError, OSError) as exc:
