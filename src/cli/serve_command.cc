@@ -239,6 +239,7 @@ int RunServe(const ServeArgs& args) {
                                     .max_queue = config.max_queue,
                                     .network = config.network,
                                     .network_max_connections = config.network_max_connections,
+                                    .network_max_bytes = config.network_max_bytes,
                                     .network_hosts = config.network_hosts,
                                     .audit = audit.get(),
                                     .observer = &metrics,

@@ -153,10 +153,14 @@ class Reader {
   // ("" in [[keys]], "_per_key" for the server's defaults in [admission]).
   void CapFields(engine::KeyCaps& caps, const std::string& suffix, std::vector<Field>& fields) const;
   // A network policy's table ([network], or a key's `network`): allow and deny, each entry parsed;
-  // [network]'s max_connections and hosts_file too where those are given.
+  // [network]'s max_connections, max_bytes and hosts_file too where `server` is given.
+  struct ServerNetwork {  // [network]'s own keys
+    size_t* max_connections;
+    uint64_t* max_bytes;
+    std::shared_ptr<const engine::NetHosts>* hosts;
+  };
   Status Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
-                 size_t* max_connections = nullptr,
-                 std::shared_ptr<const engine::NetHosts>* hosts = nullptr) const;
+                 const ServerNetwork* server = nullptr) const;
 
   static std::string TypeName(const toml::node& node) {
     switch (node.type()) {
@@ -283,7 +287,7 @@ void Reader::CapFields(engine::KeyCaps& caps, const std::string& suffix, std::ve
 }
 
 Status Reader::Network(const toml::table& table, const std::string& prefix, engine::NetPolicy& policy,
-                       size_t* max_connections, std::shared_ptr<const engine::NetHosts>* hosts) const {
+                       const ServerNetwork* server) const {
   std::vector<std::string> lists[2];
   auto list = [this](std::vector<std::string>* out) -> Handler {
     return [this, out](const toml::node& node, const std::string& key) -> Status {
@@ -298,10 +302,10 @@ Status Reader::Network(const toml::table& table, const std::string& prefix, engi
     };
   };
   std::vector<Field> fields{{"allow", list(&lists[0])}, {"deny", list(&lists[1])}};
-  if (max_connections != nullptr)
-    fields.push_back({"max_connections", SetUint(*max_connections, 1, 100'000)});
-  if (hosts != nullptr) {
-    fields.push_back({"hosts_file", [this, hosts](const toml::node& node, const std::string& key) -> Status {
+  if (server != nullptr) {
+    fields.push_back({"max_connections", SetUint(*server->max_connections, 1, 100'000)});
+    fields.push_back({"max_bytes", SetUint(*server->max_bytes, 1, uint64_t{1} << 40)});
+    fields.push_back({"hosts_file", [this, hosts = server->hosts](const toml::node& node, const std::string& key) -> Status {
                         auto path = String(node, key);
                         if (!path) return std::unexpected(path.error());
                         if (path->empty() || path->front() != '/') return Err(node, key, "must be an absolute path");
@@ -525,7 +529,8 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
            })},
           // [network] allow/deny: the widest policy a request may ask for (engine/net_policy.h).
           {"network", section([&](const toml::table& t, const std::string& prefix) {
-             return Network(t, prefix, c.network, &c.network_max_connections, &c.network_hosts);
+             const ServerNetwork server{&c.network_max_connections, &c.network_max_bytes, &c.network_hosts};
+             return Network(t, prefix, c.network, &server);
            })},
           {"limits", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,

@@ -68,6 +68,9 @@ struct ServerConfig {
   engine::NetPolicy network;
   // [network] max_connections: connection attempts served per execution; 0: the proxy's default.
   size_t network_max_connections = 0;
+  // [network] max_bytes: bytes each way per execution, its connections together; 0: the proxy's
+  // default (1 GiB).
+  uint64_t network_max_bytes = 0;
   // [network] hosts_file: the operator's answers for names (engine/net_hosts.h), read with the
   // config; null without one.
   std::shared_ptr<const engine::NetHosts> network_hosts;

@@ -13,6 +13,7 @@ Expected<Result> ExecuteCold(const runtime::PythonProgram& given, const ExecuteO
   if (options.network != nullptr) {
     EgressLimits limits;
     if (options.max_connections != 0) limits.max_connections = options.max_connections;
+    if (options.max_bytes != 0) limits.max_bytes = options.max_bytes;
     auto started = EgressProxy::Start(*options.network, limits, options.hosts);
     if (!started) return std::unexpected(Context("network proxy", started.error()));
     proxy = std::move(*started);

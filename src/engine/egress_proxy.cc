@@ -141,12 +141,25 @@ UniqueFd Connect(const Address& a, uint16_t port, int stop, Clock::time_point de
 }
 
 // Copies both ways until both sides have finished or the stop; counts each way.
-void Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& received) {
+// Takes up to `want` of what is left of `used`'s allowance of `max`; what it grants.
+size_t TakeBytes(std::atomic<uint64_t>& used, uint64_t max, size_t want) {
+  uint64_t now = used.load();
+  for (;;) {
+    const uint64_t grant = std::min<uint64_t>(want, max - std::min(now, max));
+    if (grant == 0 || used.compare_exchange_weak(now, now + grant)) return static_cast<size_t>(grant);
+  }
+}
+
+// Relays both ways until both end, the stop, or a way's allowance (`used`, of `max`) runs out:
+// then false, the connection cut.
+bool Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& received, std::atomic<uint64_t>* used,
+           uint64_t max) {
   struct Way {
     int from, to;
     std::string buf;
     size_t off = 0;
     bool eof = false, shut = false;
+    bool cut = false;  // its allowance ran out: what it holds goes, then the connection ends
     uint64_t* count;
   };
   Way ways[2] = {{.from = client, .to = upstream, .count = &sent}, {.from = upstream, .to = client, .count = &received}};
@@ -166,20 +179,31 @@ void Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& receive
       }
     }
     bool done = true;
-    for (Way& way : ways) done = done && way.eof && way.off == way.buf.size();
-    if (done || n == 0) return;
+    for (Way& way : ways) {
+      if (way.cut && way.off == way.buf.size()) return false;
+      done = done && way.eof && way.off == way.buf.size();
+    }
+    if (done || n == 0) return true;
     p[n] = {.fd = stop, .events = POLLIN, .revents = 0};
     if (::poll(p, static_cast<nfds_t>(n + 1), -1) < 0) {
       if (errno == EINTR) continue;
-      return;
+      return true;
     }
-    if (p[n].revents != 0) return;
+    if (p[n].revents != 0) return true;
     for (int i = 0; i < n; ++i) {
       if (p[i].revents == 0) continue;
-      Way& way = ways[idx[i] % 2];
+      const int w = idx[i] % 2;
+      Way& way = ways[w];
       if (idx[i] < 2) {
         char chunk[16384];
-        ssize_t got = ::recv(way.from, chunk, sizeof chunk, MSG_DONTWAIT);
+        // Granted before it is read, so the allowance is never passed; given back if unread.
+        const size_t room = TakeBytes(used[w], max, sizeof chunk);
+        if (room == 0) {
+          way.eof = way.cut = true;
+          continue;
+        }
+        ssize_t got = ::recv(way.from, chunk, room, MSG_DONTWAIT);
+        used[w] -= static_cast<uint64_t>(room) - static_cast<uint64_t>(std::max<ssize_t>(got, 0));
         if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
         if (got <= 0) {
           way.eof = true;
@@ -189,7 +213,7 @@ void Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& receive
       } else {
         ssize_t put = ::send(way.to, way.buf.data() + way.off, way.buf.size() - way.off, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (put < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-        if (put < 0) return;  // the reader is gone
+        if (put < 0) return true;  // the reader is gone
         way.off += static_cast<size_t>(put);
         *way.count += static_cast<uint64_t>(put);
         if (way.off == way.buf.size()) {
@@ -325,6 +349,7 @@ NetRecord EgressProxy::Drain() {
   std::lock_guard lock(mu_);
   JoinEnded();
   taken_since_drain_ = 0;
+  bytes_used_[0] = bytes_used_[1] = 0;
   return TakeRecord();
 }
 
@@ -449,7 +474,11 @@ void EgressProxy::Serve(UniqueFd client, size_t index) {
     ok = SendAll(upstream.Get(), buf, stop, answer_deadline);
     if (ok) c.bytes_sent += buf.size();
   }
-  if (ok) Relay(fd, upstream.Get(), stop, c.bytes_sent, c.bytes_received);
+  // The request's own bytes count against the allowance too (at most a head's worth past it).
+  bytes_used_[0] += c.bytes_sent;
+  if (ok && !Relay(fd, upstream.Get(), stop, c.bytes_sent, c.bytes_received, bytes_used_, limits_.max_bytes)) {
+    c.reason = "byte limit";
+  }
   finish();
 }
 

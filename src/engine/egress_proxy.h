@@ -10,6 +10,7 @@
 // sandbox can stretch past the execution (every wait also watches the proxy's stop).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -28,6 +29,9 @@ struct EgressLimits {
   size_t max_connections = 256;  // attempts served per execution; later ones are refused ("limit")
   size_t max_open = 16;          // at once
   size_t max_listed = 256;       // in the Result; later ones are counted in `omitted`
+  // Bytes each way (to the destinations, from them) per execution, all its connections together;
+  // a connection that would move more is cut there (its reason: "byte limit").
+  uint64_t max_bytes = 1ull << 30;
   std::chrono::milliseconds head_timeout{10'000};     // for the proxy request head
   std::chrono::milliseconds connect_timeout{10'000};  // per address
 };
@@ -67,6 +71,8 @@ class EgressProxy {
   const NetPolicy policy_;
   const EgressLimits limits_;
   const std::shared_ptr<const NetHosts> hosts_;
+  // What this execution's connections have moved, each way (max_bytes); Drain starts afresh.
+  std::atomic<uint64_t> bytes_used_[2] = {0, 0};  // [0]: sent, [1]: received
   UniqueFd host_end_, sandbox_end_;
   UniqueFd stop_read_, stop_write_;  // closing stop_write_ wakes every wait
   std::thread acceptor_;

@@ -25,6 +25,8 @@ struct ExecuteOptions {
   // Connection attempts served under that policy (later ones are refused, "limit"); 0: the
   // proxy's default (EgressLimits).
   size_t max_connections = 0;
+  // Bytes each way per execution, its connections together; 0: the proxy's default.
+  uint64_t max_bytes = 0;
   // The operator's answers for names ([network] hosts_file); may be null.
   std::shared_ptr<const NetHosts> hosts;
 };

@@ -241,6 +241,7 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
     if (a.request.network) {
       with_network.network = &*a.request.network;
       with_network.max_connections = options_.network_max_connections;
+      with_network.max_bytes = options_.network_max_bytes;
       with_network.hosts = options_.network_hosts;
     }
     auto r = engine_.Execute(program, with_network);

@@ -73,6 +73,8 @@ struct GateOptions {
   // Connection attempts served per execution under a policy ([network] max_connections); 0: the
   // proxy's default.
   size_t network_max_connections = 0;
+  // Bytes each way per execution under a policy ([network] max_bytes); 0: the proxy's default.
+  uint64_t network_max_bytes = 0;
   // The operator's answers for names ([network] hosts_file, net_hosts.h); may be null.
   std::shared_ptr<const NetHosts> network_hosts;
   AuditLog* audit = nullptr;

@@ -56,6 +56,7 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
     if (!within) return refuse(std::move(within.error()));
     session_network.policy = std::make_shared<const NetPolicy>(std::move(*within));
     session_network.max_connections = options_.network_max_connections;
+    session_network.max_bytes = options_.network_max_bytes;
     session_network.hosts = options_.network_hosts;
   }
   auto place = SessionPlace(caller);  // held until the session exists (or failed)

@@ -154,6 +154,7 @@ SessionExpected<SessionInfo> Sessions::Create(const std::string& owner, const ja
   if (network.policy) {
     EgressLimits egress;
     if (network.max_connections != 0) egress.max_connections = network.max_connections;
+    if (network.max_bytes != 0) egress.max_bytes = network.max_bytes;
     auto proxy = EgressProxy::Start(*network.policy, egress, network.hosts);
     if (!proxy) return std::unexpected(Internal("could not start the session's network proxy: " + proxy.error().message));
     s->network = network;

@@ -63,6 +63,7 @@ struct SessionOptions {
 struct SessionNetwork {
   std::shared_ptr<const NetPolicy> policy;  // null: no network, as every session before
   size_t max_connections = 0;               // 0: the proxy's default (EgressLimits)
+  uint64_t max_bytes = 0;                   // each way per execution; 0: the proxy's default
   std::shared_ptr<const NetHosts> hosts;     // the operator's answers for names; may be null
 };
 

@@ -50,7 +50,9 @@ PAGES = {
     "/simple/tinypkg/": ("text/html", (f'<html><body><a href="/files/{WHEEL_NAME}#sha256='
                                        f'{hashlib.sha256(WHEEL).hexdigest()}">{WHEEL_NAME}</a></body></html>').encode()),
     f"/files/{WHEEL_NAME}": ("application/octet-stream", WHEEL),
+    "/big": ("application/octet-stream", b"x" * (1 << 20)),  # past the server's max_bytes
 }
+MAX_BYTES = 256 << 10
 
 
 class Upstream(http.server.ThreadingHTTPServer):
@@ -83,6 +85,7 @@ class NetworkTest(ApiTestCase):
             f.write("# the test's upstream, by name\n127.0.0.2 pypi.example.test data.example.test\n")
         config = (
             '[network]\nallow = ["127.0.0.2", "127.0.0.3", "*.example.test"]\nmax_connections = 100\n'
+            f'max_bytes = {MAX_BYTES}\n'
             f'hosts_file = "{hosts_file}"\n\n'
             f'[[keys]]\nid = "narrow"\nsha256 = "{sha256_hex(NARROW)}"\nnetwork = {{ allow = ["127.0.0.3"] }}\n\n'
             f'[[keys]]\nid = "offline"\nsha256 = "{sha256_hex(OFFLINE)}"\nnetwork = {{ allow = [] }}\n')
@@ -188,6 +191,20 @@ class NetworkTest(ApiTestCase):
                          [("pypi.example.test", "http", True, "127.0.0.2", None),
                           ("data.example.test", "http", False, None, "not in allowlist"),
                           ("pypi.example.test", "connect", True, "127.0.0.2", None)], result["network"])
+
+    def test_a_download_past_the_executions_bytes_is_cut_and_says_so(self):
+        code = ("import http.client, urllib.request\n"
+                "try:\n"
+                f"    print('whole', len(urllib.request.urlopen('http://127.0.0.2:{self.port}/big', timeout=20).read()))\n"
+                "except http.client.IncompleteRead as e:\n"
+                "    print('IncompleteRead', len(e.partial))\n")
+        result = self.assertResult(self.server.execute(code, network={"allow": [self.target()]}), "ok")
+        lines = result["stdout"].split()
+        self.assertEqual(lines[0], "IncompleteRead", result)
+        self.assertLess(int(lines[1]), MAX_BYTES, result)
+        [c] = result["network"]["connections"]
+        self.assertEqual((c["allowed"], c["reason"]), (True, "byte limit"), c)
+        self.assertEqual(c["bytes_received"], MAX_BYTES, c)
 
     def test_pip_installs_from_an_index_the_policy_allows_in_a_session(self):
         index = f"http://pypi.example.test:{self.port}/simple"

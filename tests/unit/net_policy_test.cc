@@ -209,8 +209,12 @@ TEST(ProxyParse, Socks5) {
 }  // namespace execbox::engine
 
 // A flood through the host's proxy: what the sandbox's relay would send, 10,000 times.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <thread>
 
 #include <cstring>
 
@@ -221,13 +225,13 @@ namespace {
 
 // Passes one end of a fresh stream socket pair over the connector, as the agent's relay does
 // with each connection it accepts, after writing a proxy request into it; waits for the proxy's
-// answer to end (it closes the socket), so the attempts arrive one after another.
-void Attempt(int connector) {
+// answer to end (it closes the socket), so the attempts arrive one after another. Adds what
+// the proxy answered (the request's response) to `answer`, when given.
+void Attempt(int connector, const std::string& request = "GET http://a.example.test/ HTTP/1.0\r\n\r\n",
+             size_t* answer = nullptr) {
   int pair[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
-  const char request[] = "GET http://a.example.test/ HTTP/1.0\r\n\r\n";
-  ASSERT_EQ(::send(pair[0], request, sizeof request - 1, MSG_NOSIGNAL),
-            static_cast<ssize_t>(sizeof request - 1));
+  ASSERT_EQ(::send(pair[0], request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
   char byte = 'c';
   iovec iov{.iov_base = &byte, .iov_len = 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
@@ -243,8 +247,9 @@ void Attempt(int connector) {
   std::memcpy(CMSG_DATA(c), &pair[1], sizeof(int));
   ASSERT_EQ(::sendmsg(connector, &msg, MSG_NOSIGNAL), 1);
   ::close(pair[1]);
-  char buf[512];
-  while (::recv(pair[0], buf, sizeof buf, 0) > 0) {
+  char buf[16384];
+  for (ssize_t n; (n = ::recv(pair[0], buf, sizeof buf, 0)) > 0;) {
+    if (answer != nullptr) *answer += static_cast<size_t>(n);
   }
   ::close(pair[0]);
 }
@@ -267,6 +272,49 @@ TEST(EgressProxy, AFloodOfAttemptsIsServedUpToTheLimitAndEveryOneCounted) {
   }
   EXPECT_EQ(by_policy, 100u);
   EXPECT_EQ(by_limit, EgressLimits{}.max_listed - 100);
+}
+
+TEST(EgressProxy, AConnectionThatWouldMoveMoreThanTheExecutionsBytesIsCutThere) {
+  // An upstream on 127.0.0.2 that answers each connection with 1 MiB.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(0x7f000002);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  std::thread upstream([listener] {
+    for (int i = 0; i < 2; ++i) {
+      const int c = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      const std::string mib(1 << 20, 'x');
+      (void)::send(c, mib.data(), mib.size(), MSG_NOSIGNAL);  // cut short when the proxy closes
+      ::close(c);
+    }
+  });
+  constexpr uint64_t kMax = 100'000;
+  auto proxy = EgressProxy::Start(Policy({"127.0.0.2"}), EgressLimits{.max_bytes = kMax});
+  ASSERT_TRUE(proxy.has_value()) << proxy.error().message;
+  const std::string connect = "CONNECT 127.0.0.2:" + std::to_string(port) + " HTTP/1.1\r\n\r\n";
+  size_t first = 0, second = 0;
+  Attempt((*proxy)->sandbox_fd(), connect, &first);
+  Attempt((*proxy)->sandbox_fd(), connect, &second);  // nothing of the allowance is left
+  upstream.join();
+  ::close(listener);
+  (*proxy)->CloseSandboxEnd();
+  const NetRecord record = (*proxy)->Finish();
+  ASSERT_EQ(record.connections.size(), 2u);
+  const size_t established = std::string("HTTP/1.1 200 Connection established\r\n\r\n").size();
+  EXPECT_EQ(first, established + kMax);
+  EXPECT_EQ(second, established);
+  for (const NetConnection& c : record.connections) {
+    EXPECT_TRUE(c.allowed);
+    EXPECT_EQ(c.reason, "byte limit");
+  }
+  EXPECT_EQ(record.connections[0].bytes_received, kMax);
+  EXPECT_EQ(record.connections[1].bytes_received, 0u);
 }
 
 }  // namespace

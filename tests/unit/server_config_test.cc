@@ -348,6 +348,10 @@ TEST(Config, NetworkIsTheWidestPolicyAndABadEntryIsNamed) {
   EXPECT_NE(LoadError("[network]\nallow = \"a.test\"\n").find("network.allow"), std::string::npos);
   EXPECT_NE(LoadError("[network]\nalow = []\n").find("network.alow: unknown key"), std::string::npos);
   EXPECT_EQ(Load("[network]\nmax_connections = 100\n")->network_max_connections, 100u);
+  EXPECT_EQ(Load("[network]\nmax_bytes = 1048576\n")->network_max_bytes, 1048576u);
+  EXPECT_NE(LoadError("[network]\nmax_bytes = 0\n").find("max_bytes"), std::string::npos);
+  EXPECT_NE(LoadError("[[keys]]\nid = \"k\"\nsha256 = \"" + std::string(64, 'a') +
+                      "\"\nnetwork = { allow = [], max_bytes = 5 }\n").find("unknown key"), std::string::npos);
   EXPECT_NE(LoadError("[network]\nmax_connections = 0\n").find("max_connections"), std::string::npos);
 }
 

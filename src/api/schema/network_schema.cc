@@ -91,7 +91,8 @@ json NetworkConnectionSchema() {
         {"reason", Described(str,
                              "Why it was refused or failed: `not in allowlist`, `denied by rule`, `private "
                              "address`, `limit`, `bad request: ...`, `name not resolved: ...`, `connect: "
-                             "...`.")},
+                             "...`; `byte limit` for an allowed one cut where the execution's bytes ran "
+                             "out.")},
         {"rule", Described(str, "The policy entry that decided, as written.")},
         {"bytes_sent", Count("To the destination.")},
         {"bytes_received", Count("From the destination.")},
