@@ -2,6 +2,7 @@
 
 #include <net/if.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -47,16 +48,21 @@ int ListenOnLoopback(uint16_t port) noexcept {
   return s;
 }
 
-void PassConnections(int listener, int connector, int max) noexcept {
+bool PassConnections(int listener, int connector, int max) noexcept {
   for (int i = 0; i < max; ++i) {
+    struct pollfd room = {.fd = connector, .events = POLLOUT, .revents = 0};
+    if (::poll(&room, 1, 0) != 1 || (room.revents & POLLOUT) == 0) return false;
     int conn = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (conn < 0) {
       if (errno == EINTR) continue;
-      return;  // none left (EAGAIN), or the listener failed: the next wake tries again
+      return true;  // none left (EAGAIN), or the listener failed: the next wake tries again
     }
+    // Only this thread writes to the connector, and it had room: the send does not fail for
+    // want of it.
     (void)SendWithFds(connector, "c", 1, &conn, 1, MSG_DONTWAIT);
     ::close(conn);
   }
+  return true;
 }
 
 }  // namespace execbox::jail

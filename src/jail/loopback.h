@@ -16,9 +16,11 @@ int BringLoopbackUp() noexcept;
 int ListenOnLoopback(uint16_t port) noexcept;
 
 // Takes every connection waiting on `listener` (at most `max` of them) and hands each, as it
-// is, to the host over `connector` (one byte with the socket, SCM_RIGHTS; never waiting: a
-// connection the host has no room for is closed, which is its client's answer). What the
-// relay in the sandbox does: it reads, parses and decides nothing.
-void PassConnections(int listener, int connector, int max) noexcept;
+// is, to the host over `connector` (one byte with the socket, SCM_RIGHTS). It never waits: a
+// connection is taken only while the connector has room, so none is lost. False when it has
+// none: the rest wait in the listener's backlog (their clients wait to be accepted) until the
+// connector is writable again; the caller polls it for that. What the relay in the sandbox
+// does: it reads, parses and decides nothing.
+bool PassConnections(int listener, int connector, int max) noexcept;
 
 }  // namespace execbox::jail

@@ -444,15 +444,22 @@ void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const S
   ::prctl(PR_SET_NAME, "execbox-init", 0, 0, 0);
   // Without a signalfd the loop looks every second; the relay's slot is then left unused
   // (fd -1 is skipped by poll).
-  const bool relayed = relay.listener >= 0 && relay.connector >= 0;
+  bool relayed = relay.listener >= 0 && relay.connector >= 0;
+  bool connector_full = false;  // then the connector is polled for room, not the listener
   for (;;) {
     struct pollfd p[3] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
                           {.fd = sigfd, .events = POLLIN, .revents = 0},
-                          {.fd = relayed ? relay.listener : -1, .events = POLLIN, .revents = 0}};
+                          {.fd = -1, .events = 0, .revents = 0}};
+    if (relayed) p[2] = {.fd = connector_full ? relay.connector : relay.listener,
+                         .events = static_cast<short>(connector_full ? POLLOUT : POLLIN), .revents = 0};
     int n = ::poll(p, 3, sigfd >= 0 ? -1 : 1000);
     if (n < 0 && errno != EINTR) EndAll(host_fd, g_kernel_status);
-    // A bounded batch per wake: the host's messages and the reaping are never starved.
-    if (relayed && p[2].revents != 0) PassConnections(relay.listener, relay.connector, 16);
+    if (relayed && connector_full && (p[2].revents & (POLLERR | POLLHUP)) != 0) {
+      relayed = false;  // the host's proxy is gone: connections wait unanswered, as to a dead peer
+    } else if (relayed && p[2].revents != 0) {
+      // A bounded batch per wake: the host's messages and the reaping are never starved.
+      connector_full = !PassConnections(relay.listener, relay.connector, 16);
+    }
     if (sigfd >= 0 && p[1].revents != 0) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof si) > 0) {
