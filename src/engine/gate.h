@@ -254,6 +254,8 @@ class Gate {
   // `asked` within the caller's bound (NetworkBound), with the bound's deny entries added; else
   // the refusal naming the entry beyond it, or saying the caller may have none.
   Refused<NetPolicy> NetworkWithin(const Caller& caller, NetPolicy asked) const;
+  // A session's network: `asked` bounded as above, with the server's proxy settings.
+  Refused<SessionNetwork> SessionNetworkWithin(const Caller& caller, NetPolicy asked) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
   // A failure of the sandbox, logged with an incident id; the refusal says only that.
   Refusal Internal(const std::string& what, const std::string& detail) const;

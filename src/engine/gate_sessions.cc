@@ -41,6 +41,15 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
   return Internal("session", failure.message);
 }
 
+Refused<SessionNetwork> Gate::SessionNetworkWithin(const Caller& caller, NetPolicy asked) const {
+  auto within = NetworkWithin(caller, std::move(asked));
+  if (!within) return std::unexpected(std::move(within.error()));
+  return SessionNetwork{.policy = std::make_shared<const NetPolicy>(std::move(*within)),
+                        .max_connections = options_.network_max_connections,
+                        .max_bytes = options_.network_max_bytes,
+                        .hosts = options_.network_hosts};
+}
+
 Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverrides& overrides,
                                          const Origin& origin, bool checkpoint, std::optional<NetPolicy> network) {
   const char* route = "session_create";
@@ -52,12 +61,9 @@ Refused<SessionInfo> Gate::CreateSession(const Caller& caller, const LimitOverri
   if (!limits) return refuse(std::move(limits.error()));
   SessionNetwork session_network;
   if (network) {
-    auto within = NetworkWithin(caller, std::move(*network));
+    auto within = SessionNetworkWithin(caller, std::move(*network));
     if (!within) return refuse(std::move(within.error()));
-    session_network.policy = std::make_shared<const NetPolicy>(std::move(*within));
-    session_network.max_connections = options_.network_max_connections;
-    session_network.max_bytes = options_.network_max_bytes;
-    session_network.hosts = options_.network_hosts;
+    session_network = std::move(*within);
   }
   auto place = SessionPlace(caller);  // held until the session exists (or failed)
   if (!place) return refuse(std::move(place.error()));
@@ -175,10 +181,21 @@ Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view 
     return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
   if (auto room = StateRoom(caller); !room)
     return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(room.error())));
+  // The snapshot's network is bounded again, as a new session's would be: the server's bound
+  // or the key's may have narrowed since it was exported.
+  SessionNetwork network;
+  if (auto asked = engine_.sessions() ? engine_.sessions()->SealedNetwork(sealed) : std::nullopt) {
+    auto within = SessionNetworkWithin(caller, std::move(*asked));
+    if (!within)
+      return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(within.error())));
+    network = std::move(*within);
+  }
   auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {
-    return sessions.Import(caller.id, sealed, options_.limits.maxima);
+    return sessions.Import(caller.id, sealed, options_.limits.maxima, network);
   });
-  if (imported) Audit(caller, origin, "session_import", imported->info.id, "", "imported", nullptr);
+  if (imported)
+    Audit(caller, origin, "session_import", imported->info.id, "", "imported", nullptr,
+          network.policy ? nlohmann::json{{"policy", NetPolicyJson(*network.policy)}} : nlohmann::json());
   return imported;
 }
 

@@ -257,7 +257,10 @@ std::optional<std::string> FirstEntryBeyond(const NetPolicy& asked, const NetPol
 }
 
 NetPolicy Within(NetPolicy asked, const NetPolicy& bound) {
-  asked.deny.insert(asked.deny.end(), bound.deny.begin(), bound.deny.end());
+  for (const NetRule& d : bound.deny) {
+    const bool there = std::any_of(asked.deny.begin(), asked.deny.end(), [&](const NetRule& r) { return r.text == d.text; });
+    if (!there) asked.deny.push_back(d);  // a policy bounded before (an import) keeps one of each
+  }
   return asked;
 }
 

@@ -52,7 +52,8 @@ Expected<NetPolicy> ParseNetPolicy(const std::vector<std::string>& allow, const 
 // any), or nullopt when all are covered.
 std::optional<std::string> FirstEntryBeyond(const NetPolicy& asked, const NetPolicy& bound);
 
-// `asked` with `bound`'s deny entries added: what an execution runs under.
+// `asked` with `bound`'s deny entries added (those it has not already): what an execution runs
+// under.
 NetPolicy Within(NetPolicy asked, const NetPolicy& bound);
 
 // A DNS name (labels of letters, digits, '-' and '_', 1-63 bytes, 253 in all), lower-cased and

@@ -1,3 +1,4 @@
+#include "engine/result_json.h"
 #include "engine/sealed_snapshot.h"
 
 #include <fcntl.h>
@@ -92,6 +93,7 @@ std::string Seal(const SealedSession& s, std::string_view body, const SnapshotKe
                            {"last_used", s.last_used_unix},
                            {"state", StateName(s.state)},
                            {"included", s.included}};
+  if (s.network) header["network"] = NetPolicyJson(*s.network);
   const std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   out.reserve(kMagic.size() + 4 + text.size() + 8 + body.size() + kMacBytes);
@@ -147,6 +149,13 @@ Expected<Unsealed> Unseal(std::string_view sealed, const SnapshotKey& key, const
               : state == "checkpoint" ? SealedSession::State::kCheckpoint
                                       : SealedSession::State::kEmpty;
     s.included = header.at("included").get<uint64_t>();
+    if (header.contains("network")) {
+      const auto& network = header.at("network");
+      auto policy = ParseNetPolicy(network.at("allow").get<std::vector<std::string>>(),
+                                   network.at("deny").get<std::vector<std::string>>());
+      if (!policy) return Fail("the snapshot's network policy is damaged");
+      s.network = std::move(*policy);
+    }
   } catch (const nlohmann::json::exception&) {
     return Fail("the snapshot's header is damaged");
   }

@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "base/error.h"
+#include "engine/net_policy.h"
 #include "jail/policy.h"
 
 namespace execbox::engine {
@@ -46,6 +48,8 @@ struct SealedSession {
   int64_t created_unix = 0, last_used_unix = 0;
   State state = State::kEmpty;
   uint64_t included = 0;  // how many of its executions the state holds the effects of
+  // Its network policy, as it was bounded where it ran; whoever takes it back bounds it again.
+  std::optional<NetPolicy> network;
 };
 
 std::string Seal(const SealedSession& session, std::string_view body, const SnapshotKey& key);

@@ -102,7 +102,8 @@ SealedSession Sessions::HeaderOf(const Session& s, SealedSession::State state) {
                        .created_unix = std::chrono::system_clock::to_time_t(s.created),
                        .last_used_unix = std::chrono::system_clock::to_time_t(s.last_used),
                        .state = state,
-                       .included = state == SealedSession::State::kEmpty ? 0 : s.executions};
+                       .included = state == SealedSession::State::kEmpty ? 0 : s.executions,
+                       .network = s.network.policy ? std::optional<NetPolicy>(*s.network.policy) : std::nullopt};
 }
 
 void Sessions::Persist(Session& s, SealedSession::State state, std::string_view body) {
@@ -238,8 +239,14 @@ SessionExpected<Sessions::Exported> Sessions::Export(const std::string& owner, c
                   .left_out = std::move(taken->left_out)};
 }
 
+std::optional<NetPolicy> Sessions::SealedNetwork(std::string_view sealed) const {
+  if (!store_) return std::nullopt;
+  auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
+  return unsealed ? std::move(unsealed->session.network) : std::nullopt;
+}
+
 SessionExpected<StateCopied> Sessions::Import(const std::string& owner, std::string_view sealed,
-                                              const jail::Limits& maxima) {
+                                              const jail::Limits& maxima, const SessionNetwork& network) {
   if (!store_) return std::unexpected(Internal("sessions were not opened"));
   auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
   if (!unsealed) return std::unexpected(SessionFailure{SessionError::kBadSnapshot, unsealed.error().message});
@@ -258,12 +265,15 @@ SessionExpected<StateCopied> Sessions::Import(const std::string& owner, std::str
                                                 std::to_string(static_cast<uint64_t>(spec.Value(maxima)))});
     }
   }
+  if (h.network.has_value() != (network.policy != nullptr)) {
+    return std::unexpected(Internal("the snapshot's network and the one given for it differ"));
+  }
   if (h.state == SealedSession::State::kEmpty || unsealed->body.empty()) {
-    auto created = Create(owner, h.limits, h.checkpoint);
+    auto created = Create(owner, h.limits, h.checkpoint, network);
     if (!created) return std::unexpected(created.error());
     return StateCopied{.info = std::move(*created), .left_out = {}};
   }
-  return NewFromSnapshot(owner, h.limits, h.checkpoint, unsealed->body);
+  return NewFromSnapshot(owner, h.limits, h.checkpoint, unsealed->body, network);
 }
 
 SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std::string& id) {

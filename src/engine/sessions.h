@@ -58,8 +58,8 @@ struct SessionOptions {
 // A session's network (egress_proxy.h): its policy, already bounded by the gate, and how many
 // connections each of its executions may make. Every execution's Result lists the connections
 // that ended since the one before (a background process's too). A fork has the same policy
-// (a proxy of its own); an export, an import and a server restart do not carry it: such a
-// session comes back without network.
+// (a proxy of its own); an export carries it, which the gate bounds again on import
+// (Gate::ImportSession); a server restart does not: such a session comes back without network.
 struct SessionNetwork {
   std::shared_ptr<const NetPolicy> policy;  // null: no network, as every session before
   size_t max_connections = 0;               // 0: the proxy's default (EgressLimits)
@@ -161,9 +161,14 @@ class Sessions {
     std::vector<LeftOut> left_out;
   };
   SessionExpected<Exported> Export(const std::string& owner, const std::string& id);
-  // A new session of `owner` from an export of `owner`'s. Its limits must be within `maxima`.
+  // A new session of `owner` from an export of `owner`'s. Its limits must be within `maxima`;
+  // `network` is the snapshot's policy as the caller bounded it again (SealedNetwork says what
+  // the snapshot holds: none, or one), given exactly when the snapshot has one.
   SessionExpected<StateCopied> Import(const std::string& owner, std::string_view sealed,
-                                      const jail::Limits& maxima);
+                                      const jail::Limits& maxima, const SessionNetwork& network = {});
+  // The network policy in an export of this server's (or one sharing its key); nullopt for none,
+  // or a snapshot Import would refuse anyway.
+  std::optional<NetPolicy> SealedNetwork(std::string_view sealed) const;
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // From now on the session ends at `expires` (closed by the sweep, between executions), used
   // or not, instead of after idle_ttl unused; nullopt goes back to the idle TTL. Never waits

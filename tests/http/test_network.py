@@ -325,6 +325,28 @@ class NetworkTest(ApiTestCase):
         self.assertEqual(fork.json()["network"]["allow"], [self.target()], fork.json())
         forked = self.in_session(fid, self.fetch_code("127.0.0.2", "127.0.0.3"))
         self.assertEqual(forked["stdout"], BODY.decode() + "\nrefused HTTPError\n", forked)
+        # An export carries it, and an import has it again, bounded again by the importer's key
+        # (the same key: only the exporter may import).
+        self.in_session(sid, "z = 5")
+        sealed = self.server.request("GET", f"/v1/sessions/{sid}/snapshot")
+        self.assertEqual(sealed.status, 200, repr(sealed))
+        imported = self.server.request("POST", "/v1/sessions/import", sealed.body,
+                                       headers={"Content-Type": "application/octet-stream"})
+        self.assertEqual(imported.status, 201, repr(imported))
+        iid = imported.json()["id"]
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{iid}")
+        self.assertEqual(imported.json()["network"]["allow"], [self.target()], imported.json())
+        back = self.in_session(iid, "print(z)\n" + self.fetch_code("127.0.0.2", "127.0.0.3"))
+        self.assertEqual(back["stdout"], "5\n" + BODY.decode() + "\nrefused HTTPError\n", back)
+        self.assertEqual([(c["host"], c["allowed"]) for c in back["network"]["connections"]],
+                         [("127.0.0.2", True), ("127.0.0.3", False)], back["network"])
+        # A session without network exports and imports without one.
+        plain_sealed = self.server.request("GET", f"/v1/sessions/{plain.json()['id']}/snapshot")
+        plain_back = self.server.request("POST", "/v1/sessions/import", plain_sealed.body,
+                                         headers={"Content-Type": "application/octet-stream"})
+        self.assertEqual(plain_back.status, 201, repr(plain_back))
+        self.addCleanup(self.server.request, "DELETE", f"/v1/sessions/{plain_back.json()['id']}")
+        self.assertNotIn("network", plain_back.json())
 
     def test_a_flood_through_a_sessions_relay_is_bounded_and_the_session_serves_on(self):
         # Hostile: 2,000 connections at the relay the session's init runs, most of them never sending

@@ -44,6 +44,24 @@ TEST(SealedSnapshot, WhatWasSealedComesBack) {
   EXPECT_EQ(u->session.included, 6u);
   EXPECT_EQ(u->session.state, SealedSession::State::kCheckpoint);
   EXPECT_EQ(u->session.created_unix, 1'700'000'000);
+  EXPECT_FALSE(u->session.network.has_value());
+}
+
+TEST(SealedSnapshot, ANetworkPolicyComesBackAsWritten) {
+  auto key = SnapshotKey::Ephemeral();
+  ASSERT_TRUE(key.has_value());
+  SealedSession s = Sample();
+  auto policy = ParseNetPolicy({"*.example.test:443", "10.1.2.0/24"}, {"secret.example.test"});
+  ASSERT_TRUE(policy.has_value());
+  s.network = *policy;
+  auto u = Unseal(Seal(s, "body", *key), *key, jail::Limits{});
+  ASSERT_TRUE(u.has_value()) << u.error().message;
+  ASSERT_TRUE(u->session.network.has_value());
+  ASSERT_EQ(u->session.network->allow.size(), 2u);
+  EXPECT_EQ(u->session.network->allow[0].text, "*.example.test:443");
+  EXPECT_EQ(u->session.network->allow[1].text, "10.1.2.0/24");
+  ASSERT_EQ(u->session.network->deny.size(), 1u);
+  EXPECT_EQ(u->session.network->deny[0].text, "secret.example.test");
 }
 
 TEST(SealedSnapshot, AnyChangeCutOrOtherKeyIsRefused) {

@@ -175,12 +175,14 @@ json SessionPaths() {
           {{"201",
             JsonResponse("The new session, and what its snapshot could not hold.", Schema("UndoneSession"))},
            {"409", ProblemResponse(
-                       "`state-not-copied`: the snapshot does not fit in the new session's work dir, ...")}}),
+                       "`state-not-copied`: the snapshot does not fit in the new session's work dir, ...")},
+           {"422", ProblemResponse("`network-not-allowed`: the exported session's network policy is beyond "
+                                   "what the key or the server allows now (the entry is named).")}}),
       "The body is a snapshot from `GET /v1/sessions/{id}/snapshot` of this server, or of one that shares "
       "its snapshot key (the state dir's `snapshot.key`), made from a session of the same key. It is checked "
       "(sealed with HMAC-SHA-256) before any of it is used, and only ever restored inside the new session's "
-      "sandbox. The new session has the exported session's limits (within this server's maxima) and "
-      "checkpointing.");
+      "sandbox. The new session has the exported session's limits (within this server's maxima), "
+      "checkpointing and network policy (bounded again as a new session's).");
   import["requestBody"] = {{"required", true},
                            { "content",
                              {
