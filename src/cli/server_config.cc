@@ -305,21 +305,23 @@ Status Reader::Network(const toml::table& table, const std::string& prefix, engi
   if (server != nullptr) {
     fields.push_back({"max_connections", SetUint(*server->max_connections, 1, 100'000)});
     fields.push_back({"max_bytes", SetUint(*server->max_bytes, 1, uint64_t{1} << 40)});
-    fields.push_back({"hosts_file", [this, hosts = server->hosts](const toml::node& node, const std::string& key) -> Status {
-                        auto path = String(node, key);
-                        if (!path) return std::unexpected(path.error());
-                        if (path->empty() || path->front() != '/') return Err(node, key, "must be an absolute path");
-                        // A regular file only: a FIFO or a device would hold the server's start.
-                        struct stat st {};
-                        if (::stat(path->c_str(), &st) != 0 || !S_ISREG(st.st_mode))
-                          return Err(node, key, *path + ": not a readable regular file");
-                        auto text = ReadFile(*path, engine::kMaxNetHostsBytes + 1);
-                        if (!text) return Err(node, key, text.error().message);
-                        auto parsed = engine::ParseNetHosts(*text);
-                        if (!parsed) return Err(node, key, *path + ": " + parsed.error().message);
-                        *hosts = std::make_shared<const engine::NetHosts>(std::move(*parsed));
-                        return {};
-                      }});
+    fields.push_back(
+        {"hosts_file",
+         [this, hosts = server->hosts](const toml::node& node, const std::string& key) -> Status {
+           auto path = String(node, key);
+           if (!path) return std::unexpected(path.error());
+           if (path->empty() || path->front() != '/') return Err(node, key, "must be an absolute path");
+           // A regular file only: a FIFO or a device would hold the server's start.
+           struct stat st {};
+           if (::stat(path->c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+             return Err(node, key, *path + ": not a readable regular file");
+           auto text = ReadFile(*path, engine::kMaxNetHostsBytes + 1);
+           if (!text) return Err(node, key, text.error().message);
+           auto parsed = engine::ParseNetHosts(*text);
+           if (!parsed) return Err(node, key, *path + ": " + parsed.error().message);
+           *hosts = std::make_shared<const engine::NetHosts>(std::move(*parsed));
+           return {};
+         }});
   }
   if (auto s = Fields(table, prefix, fields); !s) return s;
   auto parsed = engine::ParseNetPolicy(lists[0], lists[1]);

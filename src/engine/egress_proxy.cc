@@ -140,7 +140,6 @@ UniqueFd Connect(const Address& a, uint16_t port, int stop, Clock::time_point de
   return fd;
 }
 
-// Copies both ways until both sides have finished or the stop; counts each way.
 // Takes up to `want` of what is left of `used`'s allowance of `max`; what it grants.
 size_t TakeBytes(std::atomic<uint64_t>& used, uint64_t max, size_t want) {
   uint64_t now = used.load();
@@ -150,10 +149,10 @@ size_t TakeBytes(std::atomic<uint64_t>& used, uint64_t max, size_t want) {
   }
 }
 
-// Relays both ways until both end, the stop, or a way's allowance (`used`, of `max`) runs out:
-// then false, the connection cut.
-bool Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& received, std::atomic<uint64_t>* used,
-           uint64_t max) {
+// Copies both ways, counting each, until both sides have finished, the stop, or a way's
+// allowance (`used`, of `max`) runs out: then false, the connection cut.
+bool Relay(int client, int upstream, int stop, uint64_t& sent, uint64_t& received,
+           std::atomic<uint64_t>* used, uint64_t max) {
   struct Way {
     int from, to;
     std::string buf;
@@ -476,7 +475,8 @@ void EgressProxy::Serve(UniqueFd client, size_t index) {
   }
   // The request's own bytes count against the allowance too (at most a head's worth past it).
   bytes_used_[0] += c.bytes_sent;
-  if (ok && !Relay(fd, upstream.Get(), stop, c.bytes_sent, c.bytes_received, bytes_used_, limits_.max_bytes)) {
+  if (ok &&
+      !Relay(fd, upstream.Get(), stop, c.bytes_sent, c.bytes_received, bytes_used_, limits_.max_bytes)) {
     c.reason = "byte limit";
   }
   finish();

@@ -40,7 +40,8 @@ Expected<NetHosts> ParseNetHosts(std::string_view text) {
     if (words.size() < 2) return Fail(where + "an address without a name");
     for (size_t i = 1; i < words.size(); ++i) {
       auto name = HostName(words[i]);
-      if (!name || ParseAddress(words[i])) return Fail(where + "'" + std::string(words[i].substr(0, 64)) + "' is not a host name");
+      if (!name || ParseAddress(words[i]))
+        return Fail(where + "'" + std::string(words[i].substr(0, 64)) + "' is not a host name");
       auto& list = hosts.names[*name];
       if (hosts.names.size() > kMaxNetHostsNames)
         return Fail(where + "more than " + std::to_string(kMaxNetHostsNames) + " names");

@@ -258,7 +258,8 @@ std::optional<std::string> FirstEntryBeyond(const NetPolicy& asked, const NetPol
 
 NetPolicy Within(NetPolicy asked, const NetPolicy& bound) {
   for (const NetRule& d : bound.deny) {
-    const bool there = std::any_of(asked.deny.begin(), asked.deny.end(), [&](const NetRule& r) { return r.text == d.text; });
+    const bool there =
+        std::any_of(asked.deny.begin(), asked.deny.end(), [&](const NetRule& r) { return r.text == d.text; });
     if (!there) asked.deny.push_back(d);  // a policy bounded before (an import) keeps one of each
   }
   return asked;
@@ -281,8 +282,8 @@ NetVerdict CheckName(const NetPolicy& policy, std::string_view asked, uint16_t p
   return Refusal("not in allowlist");
 }
 
-NetVerdict CheckAddress(const NetPolicy& policy, std::string_view asked, const Address& address, uint16_t port,
-                        bool operator_named) {
+NetVerdict CheckAddress(const NetPolicy& policy, std::string_view asked, const Address& address,
+                        uint16_t port, bool operator_named) {
   if (const NetRule* d = FindAddress(policy.deny, address, port)) return Refusal("denied by rule", d);
   const NetRule* by_address = FindAddress(policy.allow, address, port);
   if (by_address != nullptr) return {.allowed = true, .rule = by_address->text};

@@ -79,8 +79,8 @@ NetVerdict CheckName(const NetPolicy& policy, std::string_view host, uint16_t po
 // entry, or neither the name nor the address allowed. `operator_named`: the address is the
 // server operator's own answer for the name ([network] hosts_file, net_hosts.h), which counts
 // as public however private its range.
-NetVerdict CheckAddress(const NetPolicy& policy, std::string_view host, const std::array<uint8_t, 16>& address,
-                        uint16_t port, bool operator_named = false);
+NetVerdict CheckAddress(const NetPolicy& policy, std::string_view host,
+                        const std::array<uint8_t, 16>& address, uint16_t port, bool operator_named = false);
 
 // One connection attempt from the sandbox, as the Result lists it (`network.connections`).
 struct NetConnection {

@@ -1,4 +1,3 @@
-#include "engine/result_json.h"
 #include "engine/sealed_snapshot.h"
 
 #include <fcntl.h>
@@ -13,6 +12,7 @@
 #include "base/sha256.h"
 #include "base/unique_fd.h"
 #include "engine/limit_schema.h"
+#include "engine/result_json.h"
 
 namespace execbox::engine {
 namespace {

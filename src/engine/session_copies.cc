@@ -93,17 +93,18 @@ SealedSession Sessions::HeaderOf(const Session& s, SealedSession::State state) {
   // A checkpoint is taken as an execution begins: the file counts that execution as run (a
   // restart after a kill then says its changes are lost), the state holds the ones before it.
   const bool checkpoint = state == SealedSession::State::kCheckpoint;
-  return SealedSession{.owner = s.owner,
-                       .id = s.id,
-                       .limits = s.limits,
-                       .checkpoint = s.checkpoint,
-                       .generation = s.generation,
-                       .executions = s.executions + (checkpoint ? 1 : 0),
-                       .created_unix = std::chrono::system_clock::to_time_t(s.created),
-                       .last_used_unix = std::chrono::system_clock::to_time_t(s.last_used),
-                       .state = state,
-                       .included = state == SealedSession::State::kEmpty ? 0 : s.executions,
-                       .network = s.network.policy ? std::optional<NetPolicy>(*s.network.policy) : std::nullopt};
+  return SealedSession{
+      .owner = s.owner,
+      .id = s.id,
+      .limits = s.limits,
+      .checkpoint = s.checkpoint,
+      .generation = s.generation,
+      .executions = s.executions + (checkpoint ? 1 : 0),
+      .created_unix = std::chrono::system_clock::to_time_t(s.created),
+      .last_used_unix = std::chrono::system_clock::to_time_t(s.last_used),
+      .state = state,
+      .included = state == SealedSession::State::kEmpty ? 0 : s.executions,
+      .network = s.network.policy ? std::optional<NetPolicy>(*s.network.policy) : std::nullopt};
 }
 
 void Sessions::Persist(Session& s, SealedSession::State state, std::string_view body) {

@@ -64,7 +64,7 @@ struct SessionNetwork {
   std::shared_ptr<const NetPolicy> policy;  // null: no network, as every session before
   size_t max_connections = 0;               // 0: the proxy's default (EgressLimits)
   uint64_t max_bytes = 0;                   // each way per execution; 0: the proxy's default
-  std::shared_ptr<const NetHosts> hosts;     // the operator's answers for names; may be null
+  std::shared_ptr<const NetHosts> hosts;    // the operator's answers for names; may be null
 };
 
 // Instance names are DNS labels (a StatefulSet's pod names are): 1-63 of a-z, 0-9 and '-',

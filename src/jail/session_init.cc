@@ -450,8 +450,10 @@ void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const S
     struct pollfd p[3] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
                           {.fd = sigfd, .events = POLLIN, .revents = 0},
                           {.fd = -1, .events = 0, .revents = 0}};
-    if (relayed) p[2] = {.fd = connector_full ? relay.connector : relay.listener,
-                         .events = static_cast<short>(connector_full ? POLLOUT : POLLIN), .revents = 0};
+    if (relayed)
+      p[2] = {.fd = connector_full ? relay.connector : relay.listener,
+              .events = static_cast<short>(connector_full ? POLLOUT : POLLIN),
+              .revents = 0};
     int n = ::poll(p, 3, sigfd >= 0 ? -1 : 1000);
     if (n < 0 && errno != EINTR) EndAll(host_fd, g_kernel_status);
     if (relayed && connector_full && (p[2].revents & (POLLERR | POLLHUP)) != 0) {

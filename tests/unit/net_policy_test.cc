@@ -1,8 +1,9 @@
 // The network policy's matcher and the proxy's parsers, with hostile input.
+#include "engine/net_policy.h"
+
 #include <gtest/gtest.h>
 
 #include "engine/net_hosts.h"
-#include "engine/net_policy.h"
 #include "engine/proxy_protocol.h"
 
 namespace execbox::engine {
@@ -82,8 +83,9 @@ TEST(NetPolicy, SpecialAddressesOnlyByAnAddressEntry) {
 }
 
 TEST(NetHosts, TheOperatorsAnswersParseLikeEtcHostsAndBadLinesAreNamed) {
-  auto hosts = ParseNetHosts("# test upstreams\n\n127.0.0.2 PyPI.Example.test data.example.test  # both\n"
-                             "\t::1\tpypi.example.test.\r\n10.0.0.5 pypi.example.test\n");
+  auto hosts = ParseNetHosts(
+      "# test upstreams\n\n127.0.0.2 PyPI.Example.test data.example.test  # both\n"
+      "\t::1\tpypi.example.test.\r\n10.0.0.5 pypi.example.test\n");
   ASSERT_TRUE(hosts.has_value()) << hosts.error().message;
   const auto* pypi = hosts->Find("PYPI.example.test.");
   ASSERT_NE(pypi, nullptr);
@@ -214,9 +216,8 @@ TEST(ProxyParse, Socks5) {
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
-
 #include <cstring>
+#include <thread>
 
 #include "engine/egress_proxy.h"
 
@@ -231,7 +232,8 @@ void Attempt(int connector, const std::string& request = "GET http://a.example.t
              size_t* answer = nullptr) {
   int pair[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
-  ASSERT_EQ(::send(pair[0], request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  ASSERT_EQ(::send(pair[0], request.data(), request.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(request.size()));
   char byte = 'c';
   iovec iov{.iov_base = &byte, .iov_len = 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};

@@ -351,7 +351,9 @@ TEST(Config, NetworkIsTheWidestPolicyAndABadEntryIsNamed) {
   EXPECT_EQ(Load("[network]\nmax_bytes = 1048576\n")->network_max_bytes, 1048576u);
   EXPECT_NE(LoadError("[network]\nmax_bytes = 0\n").find("max_bytes"), std::string::npos);
   EXPECT_NE(LoadError("[[keys]]\nid = \"k\"\nsha256 = \"" + std::string(64, 'a') +
-                      "\"\nnetwork = { allow = [], max_bytes = 5 }\n").find("unknown key"), std::string::npos);
+                      "\"\nnetwork = { allow = [], max_bytes = 5 }\n")
+                .find("unknown key"),
+            std::string::npos);
   EXPECT_NE(LoadError("[network]\nmax_connections = 0\n").find("max_connections"), std::string::npos);
 }
 
@@ -374,7 +376,8 @@ TEST(Config, TheHostsFileIsReadWithTheConfigAndItsBadLineNamed) {
   const std::string error = LoadError("[network]\nhosts_file = \"" + std::string(path) + "\"\n");
   EXPECT_NE(error.find("network.hosts_file"), std::string::npos) << error;
   EXPECT_NE(error.find("line 2: expected an IP address"), std::string::npos) << error;
-  EXPECT_NE(LoadError("[network]\nhosts_file = \"hosts\"\n").find("must be an absolute path"), std::string::npos);
+  EXPECT_NE(LoadError("[network]\nhosts_file = \"hosts\"\n").find("must be an absolute path"),
+            std::string::npos);
   EXPECT_NE(LoadError("[network]\nhosts_file = \"/nonexistent/hosts\"\n").find("network.hosts_file"),
             std::string::npos);
   EXPECT_NE(LoadError("[network]\nhosts_file = \"/dev/stdin\"\n").find("not a readable regular file"),

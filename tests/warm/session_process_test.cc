@@ -291,11 +291,11 @@ TEST_F(SessionProcess, ATimeoutRestartsTheKernelAloneAndTheNextReplySaysSo) {
   ProcessInfo p = StartOk(Shell("sleep 100"));
   jail::Limits limits = Program("").limits;
   limits.wall_time = std::chrono::seconds(2);
-  Result spin = Exec(
-      id_,
-      std::string("z = 1\nopen('/tmp/t.txt', 'w').write('t')\nopen('spun.txt', 'w').write('s')\n") +
-          kCodeChildren + "while True:\n    pass",
-      limits);
+  Result spin =
+      Exec(id_,
+           std::string("z = 1\nopen('/tmp/t.txt', 'w').write('t')\nopen('spun.txt', 'w').write('s')\n") +
+               kCodeChildren + "while True:\n    pass",
+           limits);
   EXPECT_EQ(spin.status, Status::kTimeout) << Describe(spin);
   // What the stopped execution wrote is its own, not the next one's.
   auto names = [](const Result& r) {
