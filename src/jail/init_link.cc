@@ -15,6 +15,7 @@
 #include <iterator>
 
 #include "jail/session_init.h"
+#include "jail/warm_host.h"
 
 namespace execbox::jail {
 namespace {
@@ -31,25 +32,11 @@ constexpr auto kSendTimeout = std::chrono::seconds(5);
 constexpr pid_t kMaxPid = 4 * 1024 * 1024;  // PID_MAX_LIMIT
 
 bool SendFrame(int sock, const std::string& frame, const int* fds, size_t nfds) {
-  char cbuf[CMSG_SPACE(sizeof(int) * 3)] = {};
-  struct iovec iov = {.iov_base = const_cast<char*>(frame.data()), .iov_len = frame.size()};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (nfds > 0) {
-    msg.msg_control = cbuf;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-    struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  }
   const auto deadline = Clock::now() + kSendTimeout;
   for (;;) {
-    ssize_t n = ::sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n == static_cast<ssize_t>(frame.size())) return true;
-    if (n >= 0 || (errno != EINTR && errno != EAGAIN)) return false;
+    errno = 0;  // a short send (never, on SOCK_SEQPACKET) leaves errno as it was: a failure
+    if (SendWithFds(sock, frame.data(), frame.size(), fds, nfds, MSG_DONTWAIT)) return true;
+    if (errno != EAGAIN) return false;  // EINTR is retried inside
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return false;
     struct pollfd p = {.fd = sock, .events = POLLOUT, .revents = 0};
