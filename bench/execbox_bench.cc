@@ -430,7 +430,9 @@ int main(int argc, char** argv) {
   };
   auto import = [&] {
     auto t = Clock::now();
-    auto i = sessions.Import("bench", exported->sealed, big_limits);
+    auto opened = sessions.OpenExport(exported->sealed);
+    if (!opened) Die("import: " + opened.error().message);
+    auto i = sessions.Import("bench", std::move(*opened), big_limits);
     double ms = MsSince(t);
     if (!i) Die("import: " + i.error().message);
     (void)sessions.Delete("bench", i->info.id);

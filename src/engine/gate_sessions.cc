@@ -181,17 +181,22 @@ Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view 
     return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
   if (auto room = StateRoom(caller); !room)
     return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(room.error())));
-  // The snapshot's network is bounded again, as a new session's would be: the server's bound
-  // or the key's may have narrowed since it was exported.
+  if (engine_.sessions() == nullptr)
+    return std::unexpected(Reject(caller, origin, "session_import", "", "", SessionsUnavailable()));
+  // Opened (its seal checked) once. Its network is bounded again, as a new session's would be:
+  // the server's bound or the key's may have narrowed since it was exported.
+  auto exported = engine_.sessions()->OpenExport(sealed);
+  if (!exported)
+    return std::unexpected(Reject(caller, origin, "session_import", "", "", FromSession(exported.error(), "")));
   SessionNetwork network;
-  if (auto asked = engine_.sessions() ? engine_.sessions()->SealedNetwork(sealed) : std::nullopt) {
-    auto within = SessionNetworkWithin(caller, std::move(*asked));
+  if (exported->session.network) {
+    auto within = SessionNetworkWithin(caller, std::move(*exported->session.network));
     if (!within)
       return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(within.error())));
     network = std::move(*within);
   }
   auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {
-    return sessions.Import(caller.id, sealed, options_.limits.maxima, network);
+    return sessions.Import(caller.id, std::move(*exported), options_.limits.maxima, network);
   });
   if (imported)
     Audit(caller, origin, "session_import", imported->info.id, "", "imported", nullptr,

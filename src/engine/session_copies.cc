@@ -240,18 +240,16 @@ SessionExpected<Sessions::Exported> Sessions::Export(const std::string& owner, c
                   .left_out = std::move(taken->left_out)};
 }
 
-std::optional<NetPolicy> Sessions::SealedNetwork(std::string_view sealed) const {
-  if (!store_) return std::nullopt;
-  auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
-  return unsealed ? std::move(unsealed->session.network) : std::nullopt;
-}
-
-SessionExpected<StateCopied> Sessions::Import(const std::string& owner, std::string_view sealed,
-                                              const jail::Limits& maxima, const SessionNetwork& network) {
+SessionExpected<Unsealed> Sessions::OpenExport(std::string_view sealed) const {
   if (!store_) return std::unexpected(Internal("sessions were not opened"));
   auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
   if (!unsealed) return std::unexpected(SessionFailure{SessionError::kBadSnapshot, unsealed.error().message});
-  const SealedSession& h = unsealed->session;
+  return std::move(*unsealed);
+}
+
+SessionExpected<StateCopied> Sessions::Import(const std::string& owner, Unsealed exported, const jail::Limits& maxima,
+                                              const SessionNetwork& network) {
+  const SealedSession& h = exported.session;
   if (h.owner != owner) {
     return std::unexpected(SessionFailure{
         SessionError::kNotYours,
@@ -269,12 +267,12 @@ SessionExpected<StateCopied> Sessions::Import(const std::string& owner, std::str
   if (h.network.has_value() != (network.policy != nullptr)) {
     return std::unexpected(Internal("the snapshot's network and the one given for it differ"));
   }
-  if (h.state == SealedSession::State::kEmpty || unsealed->body.empty()) {
+  if (h.state == SealedSession::State::kEmpty || exported.body.empty()) {
     auto created = Create(owner, h.limits, h.checkpoint, network);
     if (!created) return std::unexpected(created.error());
     return StateCopied{.info = std::move(*created), .left_out = {}};
   }
-  return NewFromSnapshot(owner, h.limits, h.checkpoint, unsealed->body, network);
+  return NewFromSnapshot(owner, h.limits, h.checkpoint, exported.body, network);
 }
 
 SessionExpected<StateCopied> Sessions::Undo(const std::string& owner, const std::string& id) {

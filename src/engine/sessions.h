@@ -161,14 +161,14 @@ class Sessions {
     std::vector<LeftOut> left_out;
   };
   SessionExpected<Exported> Export(const std::string& owner, const std::string& id);
-  // A new session of `owner` from an export of `owner`'s. Its limits must be within `maxima`;
-  // `network` is the snapshot's policy as the caller bounded it again (SealedNetwork says what
-  // the snapshot holds: none, or one), given exactly when the snapshot has one.
-  SessionExpected<StateCopied> Import(const std::string& owner, std::string_view sealed,
-                                      const jail::Limits& maxima, const SessionNetwork& network = {});
-  // The network policy in an export of this server's (or one sharing its key); nullopt for none,
-  // or a snapshot Import would refuse anyway.
-  std::optional<NetPolicy> SealedNetwork(std::string_view sealed) const;
+  // An export of this server's (or of one sharing its key), checked and opened once: its header
+  // (owner, limits, network policy) for the caller to judge, and its state. kBadSnapshot else.
+  SessionExpected<Unsealed> OpenExport(std::string_view sealed) const;
+  // A new session of `owner` from an opened export of `owner`'s. Its limits must be within
+  // `maxima`; `network` is the export's policy as the caller bounded it again, given exactly
+  // when the export has one.
+  SessionExpected<StateCopied> Import(const std::string& owner, Unsealed exported, const jail::Limits& maxima,
+                                      const SessionNetwork& network = {});
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
   // From now on the session ends at `expires` (closed by the sweep, between executions), used
   // or not, instead of after idle_ttl unused; nullopt goes back to the idle TTL. Never waits
