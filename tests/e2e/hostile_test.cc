@@ -237,7 +237,10 @@ if os.fork() == 0:
 while True:
     pass
 )py",
-                      {"--timeout", "3"});
+                      // Room for the fork and the print on a slow machine (the VM stage emulates
+                      // its CPU): the child must have run before the timeout for the test to say
+                      // anything about killing it.
+                      {"--timeout", "8"});
   ASSERT_TRUE(r.json.is_object()) << r.out << r.err;
   EXPECT_EQ(r.json["status"], "timeout") << r.json.dump(2);
   EXPECT_EQ(r.json["error"]["ename"], "TimeoutError");
