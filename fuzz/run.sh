@@ -13,8 +13,8 @@ shift $(($# >= 2 ? 2 : 1))
 # target and -max_len: a little above what a real input of that kind holds, small enough that
 # libFuzzer's mutations stay fast. http_request reaches the server's 16 KiB header limit.
 declare -A max_len=([http_request]=20000 [execute_request]=8192 [toml_config]=8192 [report]=16384
-  [mcp_message]=8192 [e2b_upload]=8192 [proxy_protocol]=4096)
-all=(http_request execute_request toml_config report mcp_message e2b_upload proxy_protocol)
+  [mcp_message]=8192 [e2b_upload]=8192 [proxy_protocol]=4096 [import_scan]=8192)
+all=(http_request execute_request toml_config report mcp_message e2b_upload proxy_protocol import_scan)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 

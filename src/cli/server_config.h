@@ -56,6 +56,10 @@ struct ServerConfig {
   // Engine.
   bool warm = true;  // false: --no-pool, every execution in a cold jail, no sessions
   size_t workers = 0;
+  // The lean zygote (engine/pool.h): workers that serve standard-library code (0: none), and
+  // each one's memory bound.
+  size_t lean_workers = 1;
+  uint64_t lean_memory_mb = 256;
   size_t max_sessions = 32;
   std::chrono::seconds session_idle_ttl{30 * 60};
   std::chrono::seconds session_max_lifetime{24 * 3600};  // the longest E2B sandbox timeout taken

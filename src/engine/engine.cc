@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "engine/result_assembly.h"
+#include "engine/zygote_choice.h"
 
 namespace execbox::engine {
 
@@ -67,8 +68,9 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const Exec
   // another child, then the cold path, serves the request instead. Running the code again
   // is harmless: nothing of the first attempt outlived it.
   std::optional<jail::Outcome> outcome;
+  const ZygoteKind kind = pool_->has_lean() ? ChooseZygote(program) : ZygoteKind::kFull;
   for (int attempt = 0; attempt < 2 && !outcome; ++attempt) {
-    auto child = pool_->Acquire(program.limits, false);
+    auto child = pool_->Acquire(program.limits, false, -1, kind);
     if (!child) break;
     auto o = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
     pool_->Retire(std::move(*child));

@@ -14,20 +14,25 @@ namespace {
 // Worker failures in a row before a worker is replaced rather than retried.
 constexpr uint32_t kMaxWorkerFailures = 3;
 
-Expected<std::unique_ptr<jail::Zygote>> StartWorker(const PoolOptions& o) {
-  auto policy = runtime::MakeWorkerPolicy(o.worker);
+}  // namespace
+
+const char* ZygoteKindName(ZygoteKind kind) { return kind == ZygoteKind::kLean ? "lean" : "full"; }
+
+Expected<std::unique_ptr<jail::Zygote>> Pool::StartWorker(ZygoteKind kind) const {
+  const runtime::WorkerOptions worker =
+      kind == ZygoteKind::kLean ? runtime::LeanWorkerOptions(options_.worker, options_.lean_memory_bytes)
+                                : options_.worker;
+  auto policy = runtime::MakeWorkerPolicy(worker);
   if (!policy) return std::unexpected(policy.error());
-  auto zygote = jail::Zygote::Start(*policy, o.worker_start_timeout);
+  auto zygote = jail::Zygote::Start(*policy, options_.worker_start_timeout);
   // A worker that could not preload a module (or found threads it cannot fork) still serves;
   // say so, or every child silently lacks what the configuration promised.
   if (zygote && !(*zygote)->ready_message().empty()) {
-    std::fprintf(stderr, "execbox: warm worker started with warnings: %s\n",
+    std::fprintf(stderr, "execbox: %s warm worker started with warnings: %s\n", ZygoteKindName(kind),
                  (*zygote)->ready_message().c_str());
   }
   return zygote;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<Pool>> Pool::Start(const PoolOptions& options) {
   std::unique_ptr<Pool> pool(new Pool(options));
@@ -39,16 +44,21 @@ Expected<std::unique_ptr<Pool>> Pool::Start(const PoolOptions& options) {
   if (auto s = jail::ValidateLimits(o.limits); !s) return std::unexpected(s.error());
   // A start can fail for a passing reason on a loaded host (the jail's init dying early): try
   // three times before calling the warm path unavailable. The last error is the one reported.
-  auto first = StartWorker(o);
+  // Only the first full worker is waited for; the refill thread starts the rest (lean ones too).
+  auto first = pool->StartWorker(ZygoteKind::kFull);
   for (int attempt = 2; !first && attempt <= 3; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    first = StartWorker(o);
+    first = pool->StartWorker(ZygoteKind::kFull);
   }
   if (!first) return std::unexpected(Context("starting a warm worker", first.error()));
   auto w = std::make_shared<Worker>();
   w->zygote = std::move(*first);
   pool->workers_.push_back(std::move(w));
-  pool->workers_.resize(o.workers);
+  pool->workers_.resize(o.workers + o.lean_workers);
+  pool->slot_kinds_.assign(o.workers, ZygoteKind::kFull);
+  pool->slot_kinds_.resize(o.workers + o.lean_workers, ZygoteKind::kLean);
+  // Both kinds count as in use from the start: the first requests find their children ready.
+  pool->last_asked_[0] = pool->last_asked_[1] = std::chrono::steady_clock::now();
   pool->stats_.workers_started = 1;
   pool->refill_ = std::thread([p = pool.get()] { p->Refill(); });
   pool->retire_ = std::thread([p = pool.get()] {
@@ -94,32 +104,33 @@ jail::WarmChildOptions Pool::ChildOptions(const jail::Limits& limits, bool sessi
   return {.limits = limits, .collect = options_.collect, .session = session, .cpu_tally = cpu_tally_};
 }
 
-jail::Zygote* Pool::PickWorker() {
-  for (size_t i = 0; i < workers_.size(); ++i) {
-    auto& w = workers_[(next_ + i) % workers_.size()];
-    if (w && w->zygote) {
-      next_ = (next_ + i + 1) % workers_.size();
-      return w->zygote.get();
-    }
-  }
-  return nullptr;
-}
-
-Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session, int egress_fd) {
+Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session,
+                                                         int egress_fd, ZygoteKind kind) {
+  if (session) kind = ZygoteKind::kFull;  // a session may import anything, later
   std::shared_ptr<Worker> from;
   {
     std::lock_guard lock(mu_);
+    last_asked_[static_cast<int>(kind)] = std::chrono::steady_clock::now();
+    auto alive_of = [&](ZygoteKind k) {
+      for (auto& w : workers_) {
+        if (w && w->zygote && w->kind == k) return true;
+      }
+      return false;
+    };
+    if (kind == ZygoteKind::kLean && !alive_of(kind)) kind = ZygoteKind::kFull;
+    auto count = [&] { ++(kind == ZygoteKind::kLean ? stats_.served_lean : stats_.served_full); };
     // A prepared child has no network: one with a connector is made for it.
     if (egress_fd < 0 && Matches(limits)) {
       for (size_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[(next_ + i) % workers_.size()];
-        if (!w) continue;
+        if (!w || w->kind != kind) continue;
         auto& ready = session ? w->prepared_sessions : w->prepared;
         while (!ready.empty()) {
           auto child = std::move(ready.front());
           ready.pop_front();
           if (!child->Probe()) continue;
           next_ = (next_ + i + 1) % workers_.size();
+          count();
           // No refill yet: forking the next child now would compete for the CPU with this
           // request. Retire() (when the request is done) or the next timer tick starts it.
           return child;
@@ -129,9 +140,12 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
     ++stats_.spawned_on_demand;
     for (size_t i = 0; i < workers_.size() && !from; ++i) {
       auto& w = workers_[(next_ + i) % workers_.size()];
-      if (w && w->zygote) from = w;
+      if (w && w->zygote && w->kind == kind) from = w;
     }
-    if (from) next_ = (next_ + 1) % workers_.size();
+    if (from) {
+      next_ = (next_ + 1) % workers_.size();
+      count();
+    }
   }
   wake_.notify_all();
   if (!from) return Fail("no warm worker is alive (they are being restarted)");
@@ -148,6 +162,12 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
   return child;
 }
 
+size_t Pool::PreparedTarget(ZygoteKind kind, std::chrono::steady_clock::time_point now) const {
+  const auto asked = last_asked_[static_cast<int>(kind)];
+  const bool in_use = now - asked < options_.idle_after;
+  return in_use ? options_.prepared_per_worker : std::min<size_t>(options_.prepared_per_worker, 1);
+}
+
 void Pool::Retire(std::unique_ptr<jail::WarmChild> child) {
   {
     std::lock_guard lock(mu_);
@@ -160,12 +180,17 @@ void Pool::Retire(std::unique_ptr<jail::WarmChild> child) {
 PoolStats Pool::Stats() {
   std::lock_guard lock(mu_);
   PoolStats s = stats_;
+  const auto now = std::chrono::steady_clock::now();
   for (auto& w : workers_) {
     if (!w || !w->zygote) continue;
-    ++s.warm_workers;
-    s.prepared += w->prepared.size();
+    const bool lean = w->kind == ZygoteKind::kLean;
+    ++(lean ? s.lean_workers : s.warm_workers);
+    (lean ? s.lean_prepared_target : s.prepared_target) += PreparedTarget(w->kind, now);
+    (lean ? s.lean_prepared : s.prepared) += w->prepared.size();
     s.prepared_sessions += w->prepared_sessions.size();
     s.zygote_cpu_ns += w->zygote->CpuNs();
+    uint64_t& peak = lean ? s.lean_zygote_peak_bytes : s.full_zygote_peak_bytes;
+    peak = std::max(peak, w->zygote->PeakMemoryBytes());
   }
   s.children_ended = cpu_tally_->children;
   s.child_setup_ns = cpu_tally_->setup_ns;
@@ -192,14 +217,16 @@ void Pool::Refill() {
         workers_[i].reset();
         lock.unlock();
         w.reset();
-        auto z = StartWorker(options_);
+        auto z = StartWorker(slot_kinds_[i]);
         lock.lock();
         if (!z) {
-          std::fprintf(stderr, "execbox: warm worker failed to start: %s\n", z.error().message.c_str());
+          std::fprintf(stderr, "execbox: %s warm worker failed to start: %s\n",
+                       ZygoteKindName(slot_kinds_[i]), z.error().message.c_str());
           wake_.wait_for(lock, std::chrono::seconds(2));
           continue;
         }
         auto fresh = std::make_shared<Worker>();
+        fresh->kind = slot_kinds_[i];
         fresh->zygote = std::move(*z);
         workers_[i] = fresh;
         ++stats_.workers_started;
@@ -209,9 +236,17 @@ void Pool::Refill() {
       }
       std::erase_if(w->prepared, [](const auto& c) { return !c->alive(); });
       std::erase_if(w->prepared_sessions, [](const auto& c) { return !c->alive(); });
-      // One-shot children first: executions are the common request.
-      const bool session = w->prepared.size() >= options_.prepared_per_worker;
-      if (session && w->prepared_sessions.size() >= options_.prepared_sessions_per_worker) continue;
+      // One-shot children first: executions are the common request. Sessions come from full
+      // workers only.
+      const size_t target = PreparedTarget(w->kind, std::chrono::steady_clock::now());
+      while (w->prepared.size() > target) {  // a kind gone idle gives back what it held
+        retiring_.push_back(std::move(w->prepared.back()));
+        w->prepared.pop_back();
+        retire_wake_.notify_one();
+      }
+      const bool session = w->prepared.size() >= target;
+      const size_t sessions = w->kind == ZygoteKind::kFull ? options_.prepared_sessions_per_worker : 0;
+      if (session && w->prepared_sessions.size() >= sessions) continue;
       lock.unlock();
       auto child = w->zygote->Spawn(ChildOptions(options_.limits, session));
       lock.lock();

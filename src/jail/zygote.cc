@@ -279,6 +279,12 @@ uint64_t Zygote::CpuNs() {
   return launched_->cgroup->ReadUsage().cpu_ns;
 }
 
+uint64_t Zygote::PeakMemoryBytes() {
+  std::lock_guard lock(command_mu_);
+  if (!launched_ || !launched_->cgroup) return 0;
+  return launched_->cgroup->ReadUsage().peak_memory_bytes;
+}
+
 Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& options) {
   if (auto s = ValidateLimits(options.limits); !s) return std::unexpected(s.error());
   const bool network = options.egress_fd >= 0;

@@ -150,6 +150,8 @@ class Zygote {
   // CPU used in the worker's own cgroup so far: the zygote's forks, file collections and
   // reaping (its children run in cgroups of their own from their first message on).
   uint64_t CpuNs();
+  // The most memory the worker's own cgroup has held (the warm interpreter), 0 when unknown.
+  uint64_t PeakMemoryBytes();
   // What the worker said when it became warm (preload failures), and its last log lines.
   std::string ready_message() const { return ready_message_; }
   std::string RecentLog() const;

@@ -24,6 +24,15 @@ std::string DefaultWorkerBinary() {
   return beside;
 }
 
+WorkerOptions LeanWorkerOptions(const WorkerOptions& full, uint64_t memory_bytes) {
+  WorkerOptions lean = full;
+  lean.preload = kLeanPreload;
+  lean.warm_plot = false;
+  lean.huge_pages = false;
+  lean.memory_bytes = memory_bytes;
+  return lean;
+}
+
 Expected<jail::Policy> MakeWorkerPolicy(const WorkerOptions& options) {
   std::string binary_path = options.worker_binary.empty() ? DefaultWorkerBinary() : options.worker_binary;
   auto binary = ReadFile(binary_path, 256ull << 20);

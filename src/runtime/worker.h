@@ -2,6 +2,7 @@
 // CPython that preloads the scientific stack once and forks an isolated child per execution.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,23 @@ struct WorkerOptions {
   // The zygote's own cgroup: the warm interpreter (~150 MB with the default preload).
   uint64_t memory_bytes = 1ull << 30;
 };
+
+// The lean zygote's preload (engine/zygote_choice.h): the standard library modules model code
+// imports most, and nothing else. With the agent and the interpreter its zygote is ~30 MB
+// against the full one's ~130 MB, and a fork copies the page tables of what is mapped.
+inline const std::vector<std::string> kLeanPreload = {
+    "argparse",    "asyncio",      "base64",      "bisect",   "calendar", "collections", "contextlib",
+    "copy",        "csv",          "dataclasses", "datetime", "decimal",  "difflib",     "enum",
+    "fractions",   "functools",    "glob",        "gzip",     "hashlib",  "heapq",       "html",
+    "io",          "itertools",    "json",        "logging",  "math",     "operator",    "pathlib",
+    "pprint",      "queue",        "random",      "re",       "secrets",  "shutil",      "sqlite3",
+    "statistics",  "string",       "struct",      "tempfile", "textwrap", "time",        "typing",
+    "unicodedata", "urllib.parse", "uuid",        "zipfile",  "zoneinfo"};
+
+// The lean zygote's options beside the full one's `full`: the same binary, wheelhouse and
+// package sets, kLeanPreload, no warm-up plot and no huge pages (too little to collapse), and
+// its own memory bound.
+WorkerOptions LeanWorkerOptions(const WorkerOptions& full, uint64_t memory_bytes);
 
 // Where execbox-worker is, found from the running executable, never from the source or build
 // tree: $EXECBOX_WORKER; else next to it (a build tree); else ../libexec/execbox/ from its

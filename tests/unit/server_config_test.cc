@@ -74,6 +74,8 @@ max_queue = 12
 [engine]
 warm = false
 workers = 3
+lean_workers = 0
+lean_memory_mb = 128
 max_sessions = 8
 session_idle_ttl_seconds = 600
 
@@ -120,6 +122,8 @@ sha256 = "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
   EXPECT_EQ(c->max_queue, 12u);
   EXPECT_FALSE(c->warm);
   EXPECT_EQ(c->workers, 3u);
+  EXPECT_EQ(c->lean_workers, 0u);
+  EXPECT_EQ(c->lean_memory_mb, 128u);
   EXPECT_EQ(c->max_sessions, 8u);
   EXPECT_EQ(c->session_idle_ttl, std::chrono::seconds(600));
   EXPECT_EQ(c->limits.defaults.wall_time, std::chrono::seconds(10));
