@@ -150,6 +150,7 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
   wake_.notify_all();
   if (!from) return Fail("no warm worker is alive (they are being restarted)");
   jail::WarmChildOptions options = ChildOptions(limits, session);
+  options.prewarm = false;  // the request is waiting for it
   if (egress_fd >= 0) {
     options.egress_fd = egress_fd;
     options.egress_port = runtime::kEgressPort;

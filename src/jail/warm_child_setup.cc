@@ -38,6 +38,9 @@ constexpr int kRelayConnectorFd = 7;
 
 // A session's relay port (0: no network), for the kernels the init forks later too.
 int g_egress_port = 0;
+// WarmChildSpec::prewarm, for the session's kernels (the first, and any the init forks after a
+// restart).
+bool g_prewarm = true;
 
 [[noreturn]] void SetupFail(int control, const char* step) noexcept {
   wire::Header h{.kind = wire::Kind::kSetupFailed, .a = errno};
@@ -71,7 +74,7 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, true, layer, g_egress_port);
+  setup.run_code(channel, true, layer, g_egress_port, g_prewarm);
   ::_exit(70);
 }
 
@@ -183,6 +186,7 @@ void SetProxyEnvironment(int port) {
   }
   ::umask(022);
   if (::chdir(setup.work_dir) != 0) CodeFail(channel, "chdir to the work dir");
+  g_prewarm = spec.prewarm != 0;
 
   // Writes beneath / only where / is the session's own overlay.
   LandlockPlan landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
@@ -197,7 +201,7 @@ void SetProxyEnvironment(int port) {
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
   if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, false, layer, 0);
+  setup.run_code(channel, false, layer, 0, spec.prewarm != 0);
   ::_exit(70);
 }
 

@@ -320,7 +320,8 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
                      .max_files = options.collect.max_files,
                      .collect = options.collect.enabled ? 1u : 0u,
                      .max_file_bytes = options.collect.max_file_bytes,
-                     .egress_port = network ? options.egress_port : 0u};
+                     .egress_port = network ? options.egress_port : 0u,
+                     .prewarm = options.prewarm ? 1u : 0u};
   {
     std::lock_guard lock(command_mu_);
     if (dead_ || !launched_) return Fail("the zygote is gone");

@@ -60,6 +60,10 @@ struct WarmChildOptions {
   // -1: the session has no network.
   int egress_fd = -1;
   uint16_t egress_port = 0;
+  // True for a child prepared ahead of demand: it runs a throwaway execution before its first
+  // request, paying its copy-on-write faults then. False for one a request waits for, on whose
+  // path that would only add work (WarmChildSpec::prewarm).
+  bool prewarm = true;
 };
 
 // One isolated child, locked down and waiting for code. Not thread-safe: one execution at a time.

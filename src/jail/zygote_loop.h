@@ -41,6 +41,10 @@ struct WarmChildSpec {
   // init listens on, on the sandbox's own loopback; 0: no network. With it the command carries
   // a fourth descriptor, the connector.
   uint32_t egress_port = 0;
+  // 1: the child runs a throwaway execution before it reads the first request, so that its
+  // copy-on-write faults are paid ahead of demand (a prepared child). 0: one forked for a
+  // request waiting now, for which it would be work on the request's path.
+  uint32_t prewarm = 1;
 };
 
 // Sent once by the zygote when it is warm (or could not become so).
@@ -72,7 +76,8 @@ struct ZygoteSetup {
   // session's init, its pid 1, runs jail code only: RunSessionInit.) `layer`: a session's
   // root's upper layer, read-only (session_root.h), for its snapshots; else -1. `egress_port`:
   // a session's relay port (its proxies' address for the code's environment), else 0.
-  void (*run_code)(int channel, bool session, int layer, int egress_port) = nullptr;
+  // `prewarm`: WarmChildSpec::prewarm.
+  void (*run_code)(int channel, bool session, int layer, int egress_port, bool prewarm) = nullptr;
 };
 
 // Collapses this process's private anonymous memory (the heap and anonymous mappings, in whole

@@ -28,9 +28,9 @@ void AfterForkParent() { PyOS_AfterFork_Parent(); }
 void AfterForkChild() { PyOS_AfterFork_Child(); }
 
 // In the locked-down child: the agent serves the channel and ends the process itself.
-void RunCode(int channel, bool session, int layer, int egress_port) {
-  PyObject* r =
-      PyObject_CallMethod(g_agent, "serve", "iOii", channel, session ? Py_True : Py_False, layer, egress_port);
+void RunCode(int channel, bool session, int layer, int egress_port, bool prewarm) {
+  PyObject* r = PyObject_CallMethod(g_agent, "serve", "iOiiO", channel, session ? Py_True : Py_False, layer,
+                                    egress_port, prewarm ? Py_True : Py_False);
   if (r == nullptr) PyErr_Print();
   std::fflush(stderr);
   _exit(70);

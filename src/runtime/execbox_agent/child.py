@@ -181,8 +181,9 @@ class ChildServer:
             if main is not None:
                 sys.modules["__main__"] = main
 
-    def loop(self):
-        self.prewarm()
+    def loop(self, prewarm=True):
+        if prewarm:  # else the first execution reseeds, and pays its own faults
+            self.prewarm()
         while True:
             try:
                 received = self.channel.receive()

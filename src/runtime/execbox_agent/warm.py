@@ -105,19 +105,20 @@ def _thread_count():
         return threading.active_count() if threading is not None else 1
 
 
-def serve(channel_fd, session, layer=-1, egress_port=0):
+def serve(channel_fd, session, layer=-1, egress_port=0, prewarm=True):
     """Runs requests received on channel_fd (see the header) in this forked, locked-down
     child: one, or with session true one after another with the globals kept. `layer`: a
     session's root's upper layer, a read-only descriptor its snapshots copy (else -1).
-    `egress_port`: a session's network relay (its init listens there), else 0. Never
-    returns."""
+    `egress_port`: a session's network relay (its init listens there), else 0. `prewarm`:
+    run ChildServer.prewarm() first (a child prepared ahead of demand; not one a request
+    waits for). Never returns."""
     if egress_port:
         _set_proxies(egress_port)
         netwatch.stop()
     else:
         netwatch.install()
     try:
-        ChildServer(channel_fd, bool(session), layer).loop()
+        ChildServer(channel_fd, bool(session), layer).loop(bool(prewarm))
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed
         try:
             os.write(2, ("execbox agent: serve failed: %s\n" % describe(exc)).encode("utf-8", "replace"))
