@@ -844,6 +844,10 @@ class ServiceTest(SharedCase):
                                 "execbox_rejected_requests_total{")):
                 self.assertRegex(name, r'\{transport="(http|mcp_http)",', name)
         self.assertGreater(m["execbox_warm_workers"], 0)
+        # print(1) took a child of the lean zygote, or of a full one while the lean was starting.
+        served = sum(m.get(f'execbox_warm_children_served_total{{zygote="{kind}"}}', 0) for kind in ("full", "lean"))
+        self.assertGreaterEqual(served, 1, m)
+        self.assertIn('execbox_zygote_memory_peak_bytes{zygote="lean"}', m)
         # The warm child that ran print(1) is ended in the background, and its CPU counted by phase.
         ended = lambda: self.server.metrics().get("execbox_warm_children_ended_total", 0) >= 1
         self.assertTrue(wait_until(ended, 30), self.server.metrics())

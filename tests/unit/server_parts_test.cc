@@ -134,6 +134,12 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
                                            .queued = 4,
                                            .warm_workers = 2,
                                            .prepared_children = 1,
+                                           .lean_workers = 1,
+                                           .lean_prepared_children = 2,
+                                           .served_full = 6,
+                                           .served_lean = 11,
+                                           .full_zygote_peak_bytes = 125'000'000,
+                                           .lean_zygote_peak_bytes = 36'000'000,
                                            .sessions = 5,
                                            .connections = 7,
                                            .children_ended = 9,
@@ -170,6 +176,14 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
            "execbox_queue_depth 4",
            "execbox_warm_workers 2",
            "execbox_prepared_children 1",
+           "execbox_lean_workers 1",
+           "execbox_lean_prepared_children 2",
+           "# TYPE execbox_warm_children_served_total counter",
+           "execbox_warm_children_served_total{zygote=\"full\"} 6",
+           "execbox_warm_children_served_total{zygote=\"lean\"} 11",
+           "# TYPE execbox_zygote_memory_peak_bytes gauge",
+           "execbox_zygote_memory_peak_bytes{zygote=\"full\"} 125000000",
+           "execbox_zygote_memory_peak_bytes{zygote=\"lean\"} 36000000",
            "execbox_sessions 5",
            "execbox_open_connections 7",
            "# TYPE execbox_warm_children_ended_total counter",
@@ -217,7 +231,9 @@ TEST(Metrics, EmptyRegistryStillDescribesEveryFamily) {
         "execbox_connections_dropped_total counter", "execbox_running_executions gauge",
         "execbox_queue_depth gauge", "execbox_warm_workers gauge", "execbox_prepared_children gauge",
         "execbox_sessions gauge", "execbox_open_connections gauge",
-        "execbox_warm_children_ended_total counter", "execbox_warm_cpu_seconds_total counter"}) {
+        "execbox_warm_children_ended_total counter", "execbox_warm_cpu_seconds_total counter",
+        "execbox_lean_workers gauge", "execbox_lean_prepared_children gauge",
+        "execbox_warm_children_served_total counter", "execbox_zygote_memory_peak_bytes gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }
 }

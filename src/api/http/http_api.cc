@@ -102,6 +102,12 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
     Gauges gauges{.running = stats.running, .queued = stats.queued};
     gauges.warm_workers = stats.pool.warm_workers;
     gauges.prepared_children = stats.pool.prepared;
+    gauges.lean_workers = stats.pool.lean_workers;
+    gauges.lean_prepared_children = stats.pool.lean_prepared;
+    gauges.served_full = stats.pool.served_full;
+    gauges.served_lean = stats.pool.served_lean;
+    gauges.full_zygote_peak_bytes = stats.pool.full_zygote_peak_bytes;
+    gauges.lean_zygote_peak_bytes = stats.pool.lean_zygote_peak_bytes;
     gauges.children_ended = stats.pool.children_ended;
     gauges.zygote_cpu_ns = stats.pool.zygote_cpu_ns;
     gauges.child_setup_cpu_ns = stats.pool.child_setup_ns;

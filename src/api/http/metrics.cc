@@ -197,6 +197,22 @@ std::string Metrics::Render(const Gauges& gauges) const {
   Gauge(out, "execbox_warm_workers", "Warm workers alive in the pool.", gauges.warm_workers);
   Gauge(out, "execbox_prepared_children", "Forked children ready to take an execution.",
         gauges.prepared_children);
+  Gauge(out, "execbox_lean_workers", "Lean warm workers alive (standard-library code).", gauges.lean_workers);
+  Gauge(out, "execbox_lean_prepared_children",
+        "The lean workers' forked children ready to take an execution.", gauges.lean_prepared_children);
+  Header(out, "execbox_warm_children_served_total", "counter",
+         "Warm children handed out (executions and sessions), by the zygote they came from.");
+  for (auto [kind, n] : {std::pair{"full", gauges.served_full}, std::pair{"lean", gauges.served_lean}}) {
+    out.append("execbox_warm_children_served_total{zygote=\"").append(kind).append("\"} ");
+    out.append(std::to_string(n)).append("\n");
+  }
+  Header(out, "execbox_zygote_memory_peak_bytes", "gauge",
+         "The most memory a zygote's own cgroup has held, the largest of each kind's live workers.");
+  for (auto [kind, n] :
+       {std::pair{"full", gauges.full_zygote_peak_bytes}, std::pair{"lean", gauges.lean_zygote_peak_bytes}}) {
+    out.append("execbox_zygote_memory_peak_bytes{zygote=\"").append(kind).append("\"} ");
+    out.append(std::to_string(n)).append("\n");
+  }
   Gauge(out, "execbox_sessions", "Open sessions.", gauges.sessions);
   Header(
       out, "execbox_warm_children_ended_total", "counter",

@@ -18,6 +18,11 @@ namespace execbox::api {
 struct Gauges {
   size_t running = 0, queued = 0;
   size_t warm_workers = 0, prepared_children = 0;
+  // The lean zygote's (engine/pool.h): workers alive and their prepared children.
+  size_t lean_workers = 0, lean_prepared_children = 0;
+  // Children handed out by zygote kind (counters), and each kind's zygote memory peak in bytes.
+  uint64_t served_full = 0, served_lean = 0;
+  uint64_t full_zygote_peak_bytes = 0, lean_zygote_peak_bytes = 0;
   size_t sessions = 0, connections = 0;
   // Counters the warm pool keeps (engine::PoolStats), read with the gauges: the children ended
   // after an execution, and CPU outside this process by phase, in ns.
