@@ -19,6 +19,10 @@ class ZygoteKinds : public Warm {
   // a child of the other kind.
   static Result RunOn(ZygoteKind kind, const std::string& code, const std::string& stdin_data = "") {
     auto p = Program(code);
+    // A lean child imports the scientific stack at run time: seconds here, far more under the
+    // VM stage's emulated CPU. The limits must never be what tells the two results apart.
+    p.limits.wall_time = std::chrono::seconds(300);
+    p.limits.cpu_time = std::chrono::seconds(300);
     p.stdin_data = stdin_data;
     auto request = runtime::MakeRequest(p, true);
     EXPECT_TRUE(request.has_value());
@@ -46,7 +50,7 @@ class ZygoteKinds : public Warm {
     Warm::SetUp();
     if (g_engine != nullptr && g_engine->pool()->Stats().lean_workers == 0) {
       // The refill thread starts the lean worker after the first full one: wait for it.
-      for (int i = 0; i < 600 && g_engine->pool()->Stats().lean_workers == 0; ++i)
+      for (int i = 0; i < 3000 && g_engine->pool()->Stats().lean_workers == 0; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       ASSERT_GT(g_engine->pool()->Stats().lean_workers, 0u) << "no lean worker started";
     }
