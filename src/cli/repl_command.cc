@@ -382,10 +382,12 @@ Expected<runtime::PythonProgram> BaseProgram(const ReplArgs& a) {
   return p;
 }
 
-// One warm worker and no prepared one-shot children: the REPL needs its one session only.
+// One warm worker, no lean one and no prepared one-shot children: the REPL needs its one
+// session only.
 Expected<std::unique_ptr<engine::Engine>> StartEngine() {
   engine::EngineOptions o;
   o.pool.workers = 1;
+  o.pool.lean_workers = 0;
   o.pool.prepared_per_worker = 0;
   o.sessions.max_sessions = 1;
   // A person may leave a prompt open for days; the session must not expire under them.
