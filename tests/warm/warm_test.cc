@@ -396,6 +396,16 @@ TEST_F(Warm, ADeadWorkerIsReplaced) {
     warm_again = r && r->engine == "warm" && r->status == Status::kOk;
   }
   EXPECT_TRUE(warm_again);
+  // ... and every worker is: print(1) is served by the lean one, which starts far sooner than a
+  // full one; what follows needs the full one (sessions, the scientific stack).
+  const PoolOptions& o = g_engine->pool()->options();
+  bool whole = false;
+  for (int i = 0; i < 480 && !whole; ++i) {
+    const PoolStats s = g_engine->pool()->Stats();
+    whole = s.warm_workers >= o.workers && s.lean_workers >= o.lean_workers;
+    if (!whole) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_TRUE(whole);
   EXPECT_GT(g_engine->pool()->Stats().workers_replaced, replaced_before);
 }
 
