@@ -40,10 +40,24 @@ class ZygoteKinds : public Warm {
     if (!outcome) return Result{.status = Status::kInternalError};
     return AssembleResult(p, p.limits, *outcome);
   }
-  // What must be the same whichever zygote ran it: everything but the resources used.
+  // What must be the same whichever zygote ran it: everything but the resources used, and the
+  // note matplotlib writes where it finds no font list (a user with no writable cache dir gets
+  // no seed, runtime/font_cache.h): a child that imports matplotlib at run time builds the list
+  // and says so; a full zygote built it before forking. The same note a cold run prints there.
   static nlohmann::json Comparable(const Result& r) {
     nlohmann::json j = ToJson(r);
     j.erase("usage");
+    static const std::string kFontNote = "Matplotlib is building the font cache; this may take a moment.\n";
+    if (auto err = j.value("stderr", std::string()); err.find(kFontNote) != std::string::npos) {
+      err.erase(err.find(kFontNote), kFontNote.size());
+      j["stderr"] = err;
+      j["stderr_bytes"] = j["stderr_bytes"].get<uint64_t>() - kFontNote.size();
+      nlohmann::json streams = nlohmann::json::array();
+      for (const auto& s : j["streams"]) {
+        if (s.value("text", "") != kFontNote) streams.push_back(s);
+      }
+      j["streams"] = streams;
+    }
     return j;
   }
   void SetUp() override {
