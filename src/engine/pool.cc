@@ -189,9 +189,10 @@ PoolStats Pool::Stats() {
     (lean ? s.lean_prepared_target : s.prepared_target) += PreparedTarget(w->kind, now);
     (lean ? s.lean_prepared : s.prepared) += w->prepared.size();
     s.prepared_sessions += w->prepared_sessions.size();
-    s.zygote_cpu_ns += w->zygote->CpuNs();
+    const jail::CgroupUsage usage = w->zygote->Usage();
+    s.zygote_cpu_ns += usage.cpu_ns;
     uint64_t& peak = lean ? s.lean_zygote_peak_bytes : s.full_zygote_peak_bytes;
-    peak = std::max(peak, w->zygote->PeakMemoryBytes());
+    peak = std::max(peak, usage.peak_memory_bytes);
   }
   s.children_ended = cpu_tally_->children;
   s.child_setup_ns = cpu_tally_->setup_ns;

@@ -273,16 +273,10 @@ bool Zygote::Alive() {
   return !dead_;
 }
 
-uint64_t Zygote::CpuNs() {
+CgroupUsage Zygote::Usage() {
   std::lock_guard lock(command_mu_);
-  if (!launched_ || !launched_->cgroup) return 0;
-  return launched_->cgroup->ReadUsage().cpu_ns;
-}
-
-uint64_t Zygote::PeakMemoryBytes() {
-  std::lock_guard lock(command_mu_);
-  if (!launched_ || !launched_->cgroup) return 0;
-  return launched_->cgroup->ReadUsage().peak_memory_bytes;
+  if (!launched_ || !launched_->cgroup) return {};
+  return launched_->cgroup->ReadUsage();
 }
 
 Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& options) {

@@ -151,11 +151,10 @@ class Zygote {
   Expected<std::unique_ptr<WarmChild>> Spawn(const WarmChildOptions& options);
   // False once the worker has died or failed to fork.
   bool Alive();
-  // CPU used in the worker's own cgroup so far: the zygote's forks, file collections and
-  // reaping (its children run in cgroups of their own from their first message on).
-  uint64_t CpuNs();
-  // The most memory the worker's own cgroup has held (the warm interpreter), 0 when unknown.
-  uint64_t PeakMemoryBytes();
+  // The worker's own cgroup, read once: its CPU so far (the zygote's forks, file collections
+  // and reaping; its children run in cgroups of their own from their first message on) and
+  // the most memory it has held (the warm interpreter). Zeros when unknown.
+  CgroupUsage Usage();
   // What the worker said when it became warm (preload failures), and its last log lines.
   std::string ready_message() const { return ready_message_; }
   std::string RecentLog() const;

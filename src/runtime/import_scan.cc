@@ -12,7 +12,7 @@ bool IsNameStart(unsigned char c) {
 bool IsNameChar(unsigned char c) { return IsNameStart(c) || (c >= '0' && c <= '9'); }
 
 // The tokens the scan needs: names, and the punctuation that ends or joins a statement.
-enum class Kind { kName, kDot, kComma, kOpen, kClose, kEnd /* NEWLINE or ';' */, kColon, kOther };
+enum class Kind { kName, kDot, kComma, kEnd /* NEWLINE or ';' */, kColon, kOther };
 struct Token {
   Kind kind;
   std::string_view text;
@@ -82,14 +82,14 @@ class Lexer {
         case '(':
         case '[':
         case '{':
-          ++depth_;
-          t = {Kind::kOpen, {}};
+          ++depth_;  // brackets matter only for where a statement ends
+          t = {Kind::kOther, {}};
           return true;
         case ')':
         case ']':
         case '}':
           if (depth_ > 0) --depth_;
-          t = {Kind::kClose, {}};
+          t = {Kind::kOther, {}};
           return true;
         case ';':
           t = {Kind::kEnd, {}};
