@@ -3,7 +3,6 @@
 # them, with only the user's frames and lines.
 import _ast  # the node classes, without the cost of importing ast (enum, contextlib, ...)
 import builtins
-import linecache
 import os
 import sys
 
@@ -145,8 +144,59 @@ def new_main_module(filename):
 
 def register_source(filename, source):
     """Tracebacks, warnings and inspect.getsource() read the user's lines from linecache;
-    mtime None keeps checkcache() from dropping the entry."""
-    linecache.cache[filename] = (len(source), None, split_lines(source), filename)
+    mtime None keeps checkcache() from dropping the entry. linecache imports tokenize and so
+    re, ~6 ms of a cold run whose code may never fail: until something imports it, the entry
+    waits in _LinecacheHook, which puts it in the cache as linecache is imported."""
+    entry = (len(source), None, split_lines(source), filename)
+    linecache = sys.modules.get("linecache")
+    if linecache is not None:
+        linecache.cache[filename] = entry
+        return
+    hook = next((f for f in sys.meta_path if isinstance(f, _LinecacheHook)), None)
+    if hook is None:
+        hook = _LinecacheHook()
+        sys.meta_path.insert(0, hook)
+    hook.sources[filename] = entry
+
+
+class _LinecacheHook:
+    """A sys.meta_path finder that acts on linecache only: the real module, and then the
+    sources registered before it was imported in its cache."""
+
+    def __init__(self):
+        self.sources = {}
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _FillingLoader(spec.loader, self.sources)
+                return spec
+        return None
+
+    def invalidate_caches(self):
+        pass
+
+
+class _FillingLoader:
+    def __init__(self, loader, sources):
+        self._loader = loader
+        self._sources = sources
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        module.cache.update(self._sources)
 
 
 # The frame that runs the user's module code. A warning with a stacklevel that reaches above

@@ -1,7 +1,6 @@
 # Rich representations, as IPython's protocol defines them (_repr_mimebundle_, _repr_html_,
 # _repr_png_, ...): the MIME bundles of the result and of display(), which the report carries.
 import binascii
-import json
 import sys
 
 from .cell import format_exception
@@ -41,6 +40,7 @@ def _real_method(obj, name):
 
 
 def _json_checked(value):
+    import json  # here: the package imports re, ~10 ms of a cold run that may show no JSON
     json.dumps(value, allow_nan=False)  # raises TypeError/ValueError if not plain JSON
     return value
 
@@ -72,6 +72,7 @@ class Formatter:
         """A MIME value ready for JSON, or None (skipped, with a note)."""
         try:
             if _is_json_mime(mime):
+                import json
                 if isinstance(value, (str, bytes)):
                     value = json.loads(value)
                 value = _json_checked(value)

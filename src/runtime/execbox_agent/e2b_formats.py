@@ -4,10 +4,11 @@
 # (application/vnd.e2b.chart+json, E2B's e2b/chart; charts.py), and application/json of a list
 # or dict. JSON types, so that the host keeps them as JSON values (engine/report.cc). E2B's
 # SDKs read them as `data`, `chart` and `json`.
-import datetime
-import json
 import math
 import sys
+
+# json and datetime are imported where used: these run only when a request asks for E2B's
+# extras, and the json package imports re (~10 ms of a cold run's start).
 
 
 def plain_value(value):
@@ -27,6 +28,7 @@ def plain_value(value):
     pandas = sys.modules.get("pandas")
     if pandas is not None and value is getattr(pandas, "NaT", object()):
         return None  # a datetime too, whose isoformat() is "NaT"
+    import datetime
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()  # pandas.Timestamp is a datetime
     return str(value)
@@ -45,6 +47,7 @@ def container_json(obj):
     """application/json of a list or dict that JSON can hold as it is, else None."""
     if not isinstance(obj, (list, dict)):
         return None
+    import json
     try:
         json.dumps(obj, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
@@ -75,6 +78,7 @@ def _add(formatter, data, mime, make):
         return
     if value is None:
         return
+    import json
     try:
         size = len(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError) as exc:

@@ -7,8 +7,6 @@ import os
 import sys
 
 from .cell import format_exception
-from .charts import patch_boxplots
-from .e2b_formats import add_chart
 
 def _png_size(png):
     if png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR":
@@ -78,6 +76,7 @@ class Figures:
             return {"text/plain": "%s (not shown: %s)" % (plain, metadata["reason"])}, metadata
         data = {"image/png": binascii.b2a_base64(png, newline=False).decode("ascii"), "text/plain": plain}
         if "application/vnd.e2b.chart+json" in self._state.request.get("extra_mimes", ()):
+            from .e2b_formats import add_chart  # here: it imports re and datetime (charts.py)
             add_chart(formatter, fig, data)  # after drawing: the tick labels are known then
         return data, metadata
 
@@ -148,6 +147,7 @@ def patch_pyplot(pyplot, figures):
     pyplot.show = show
     axes_class = getattr(sys.modules.get("matplotlib.axes"), "Axes", None)
     if axes_class is not None:
+        from .charts import patch_boxplots  # only with matplotlib: it imports re and datetime
         patch_boxplots(axes_class)  # for charts.py's box_and_whisker
     # Figure.show() only warns on Agg ("non-interactive"); here it shows that one figure.
     figure_class = getattr(sys.modules.get("matplotlib.figure"), "Figure", None)

@@ -23,10 +23,9 @@
 # itself ends without an exit event: the process status is then the only truth.
 import _thread
 import codecs
-import json
 import os
 
-from . import netwatch
+from . import netwatch, wire_json
 from .text import utf8_len
 
 REPORT_FD = 3
@@ -56,14 +55,13 @@ def write_all(fd, data):
 
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-_json_string = json.encoder.encode_basestring  # a str as a JSON string literal, non-ASCII kept
+_json_string = wire_json.string
 
 
 def event_line(event):
     """One report line: the event as compact JSON, UTF-8, newline-terminated. Raises TypeError
     or ValueError for a value that is not plain JSON."""
-    return _line(_ENCODER.encode(event))
+    return _line(wire_json.dumps(event))
 
 
 def _line(text):

@@ -13,8 +13,7 @@
 #      "depth": int >= 1 (listdir),
 #      optional: "extra_mimes": [str] (representations beyond IPython's, from EXTRA_MIMES: what
 #      E2B's code interpreter adds, asked for by the E2B front end; see e2b_formats.py)}
-import json
-
+from . import wire_json
 from .errors import RequestError
 from .lint import compile_policy
 
@@ -38,7 +37,7 @@ def load_request(argv):
     if len(argv) != 2:
         raise RequestError("usage: execbox_agent/__main__.py REQUEST.json")
     with open(argv[1], "rb") as f:
-        request = json.loads(f.read().decode("utf-8", "replace"))
+        request = wire_json.loads(f.read().decode("utf-8", "replace"))
     return parse_request(request)
 
 
