@@ -208,6 +208,7 @@ int RunServe(const ServeArgs& args) {
   options.pool.workers = config.workers;
   options.pool.lean_workers = config.lean_workers;
   options.pool.lean_memory_bytes = config.lean_memory_mb << 20;
+  options.pool.worker.memory_bytes = config.full_memory_mb << 20;
   options.pool.limits = config.limits.defaults;
   options.sessions.max_sessions = config.max_sessions;
   options.sessions.idle_ttl = config.session_idle_ttl;

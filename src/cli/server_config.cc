@@ -503,6 +503,7 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                      {"workers", SetUint(c.workers, 0, 1024)},
                      {"lean_workers", SetUint(c.lean_workers, 0, 1024)},
                      {"lean_memory_mb", SetUint(c.lean_memory_mb, 64, 1u << 20)},
+                     {"full_memory_mb", SetUint(c.full_memory_mb, 256, 1u << 20)},
                      {"max_sessions", SetUint(c.max_sessions, 0, 1u << 16)},
                      {"session_idle_ttl_seconds", SetSeconds(c.session_idle_ttl, 1, 365ull * 86400)},
                      {"session_max_lifetime_seconds", SetSeconds(c.session_max_lifetime, 1, 365ull * 86400)},

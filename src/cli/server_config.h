@@ -60,6 +60,9 @@ struct ServerConfig {
   // each one's memory bound.
   size_t lean_workers = 1;
   uint64_t lean_memory_mb = 256;
+  // A full worker's (the scientific stack's) own memory bound: it peaks at ~120 MB while it
+  // starts (runtime::WorkerOptions::memory_bytes).
+  uint64_t full_memory_mb = 1024;
   size_t max_sessions = 32;
   std::chrono::seconds session_idle_ttl{30 * 60};
   std::chrono::seconds session_max_lifetime{24 * 3600};  // the longest E2B sandbox timeout taken

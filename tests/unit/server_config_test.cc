@@ -76,6 +76,7 @@ warm = false
 workers = 3
 lean_workers = 0
 lean_memory_mb = 128
+full_memory_mb = 512
 max_sessions = 8
 session_idle_ttl_seconds = 600
 
@@ -124,6 +125,7 @@ sha256 = "E3B0C44298FC1C149AFBF4C8996FB92427AE41E4649B934CA495991B7852B855"
   EXPECT_EQ(c->workers, 3u);
   EXPECT_EQ(c->lean_workers, 0u);
   EXPECT_EQ(c->lean_memory_mb, 128u);
+  EXPECT_EQ(c->full_memory_mb, 512u);
   EXPECT_EQ(c->max_sessions, 8u);
   EXPECT_EQ(c->session_idle_ttl, std::chrono::seconds(600));
   EXPECT_EQ(c->limits.defaults.wall_time, std::chrono::seconds(10));
@@ -181,6 +183,9 @@ TEST(Config, WrongTypesAreNamed) {
   EXPECT_NE(LoadError("allowed_origins = [1]\n").find("allowed_origins[0]: expected a string"),
             std::string::npos);
   EXPECT_NE(LoadError("[admission]\nmax_queue = -1\n").find("admission.max_queue: must be between"),
+            std::string::npos);
+  // A full zygote needs ~120 MB to start: a bound under 256 MB would only fail its start.
+  EXPECT_NE(LoadError("[engine]\nfull_memory_mb = 100\n").find("engine.full_memory_mb: must be between 256"),
             std::string::npos);
   EXPECT_NE(LoadError("listen = \"localhost\"\n").find("listen: expected host:port"), std::string::npos);
   EXPECT_NE(LoadError("[[keys]]\nid = \"a\"\n").find("keys[0].sha256: missing"), std::string::npos);
