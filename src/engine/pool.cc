@@ -13,6 +13,9 @@ namespace {
 
 // Worker failures in a row before a worker is replaced rather than retried.
 constexpr uint32_t kMaxWorkerFailures = 3;
+// Session requests at most this far apart count as one burst (SessionTarget).
+constexpr auto kSessionBurstGap = std::chrono::seconds(5);
+constexpr size_t kMaxSessionAsks = 256;
 
 }  // namespace
 
@@ -110,7 +113,15 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
   std::shared_ptr<Worker> from;
   {
     std::lock_guard lock(mu_);
-    last_asked_[static_cast<int>(kind)] = std::chrono::steady_clock::now();
+    const auto now = std::chrono::steady_clock::now();
+    last_asked_[static_cast<int>(kind)] = now;
+    if (session) {
+      session_asks_.push_back(now);
+      while (!session_asks_.empty() &&
+             (session_asks_.size() > kMaxSessionAsks || now - session_asks_.front() > options_.idle_after)) {
+        session_asks_.pop_front();
+      }
+    }
     auto alive_of = [&](ZygoteKind k) {
       for (auto& w : workers_) {
         if (w && w->zygote && w->kind == k) return true;
@@ -169,6 +180,23 @@ size_t Pool::PreparedTarget(ZygoteKind kind, std::chrono::steady_clock::time_poi
   return in_use ? options_.prepared_per_worker : std::min<size_t>(options_.prepared_per_worker, 1);
 }
 
+size_t Pool::SessionTarget(std::chrono::steady_clock::time_point now) const {
+  // The largest burst of the last idle_after: a run of requests each within kSessionBurstGap of
+  // the one before. A steady trickle (one every minute) stays at the base.
+  size_t burst = 0, run = 0;
+  std::chrono::steady_clock::time_point previous{};
+  for (const auto& asked : session_asks_) {
+    if (now - asked > options_.idle_after) continue;
+    run = run > 0 && asked - previous <= kSessionBurstGap ? run + 1 : 1;
+    burst = std::max(burst, run);
+    previous = asked;
+  }
+  const size_t full = static_cast<size_t>(std::count(slot_kinds_.begin(), slot_kinds_.end(), ZygoteKind::kFull));
+  const size_t base = options_.prepared_sessions_per_worker;
+  const size_t per_worker = full > 0 ? (burst + full - 1) / full : 0;
+  return std::max(base, std::min(per_worker, options_.max_prepared_sessions_per_worker));
+}
+
 void Pool::Retire(std::unique_ptr<jail::WarmChild> child) {
   {
     std::lock_guard lock(mu_);
@@ -189,6 +217,7 @@ PoolStats Pool::Stats() {
     (lean ? s.lean_prepared_target : s.prepared_target) += PreparedTarget(w->kind, now);
     (lean ? s.lean_prepared : s.prepared) += w->prepared.size();
     s.prepared_sessions += w->prepared_sessions.size();
+    if (!lean) s.prepared_sessions_target += SessionTarget(now);
     const jail::CgroupUsage usage = w->zygote->Usage();
     s.zygote_cpu_ns += usage.cpu_ns;
     uint64_t& peak = lean ? s.lean_zygote_peak_bytes : s.full_zygote_peak_bytes;
@@ -246,8 +275,13 @@ void Pool::Refill() {
         w->prepared.pop_back();
         retire_wake_.notify_one();
       }
+      const size_t sessions = w->kind == ZygoteKind::kFull ? SessionTarget(std::chrono::steady_clock::now()) : 0;
+      while (w->prepared_sessions.size() > sessions) {  // the burst is over
+        retiring_.push_back(std::move(w->prepared_sessions.back()));
+        w->prepared_sessions.pop_back();
+        retire_wake_.notify_one();
+      }
       const bool session = w->prepared.size() >= target;
-      const size_t sessions = w->kind == ZygoteKind::kFull ? options_.prepared_sessions_per_worker : 0;
       if (session && w->prepared_sessions.size() >= sessions) continue;
       lock.unlock();
       auto child = w->zygote->Spawn(ChildOptions(options_.limits, session));

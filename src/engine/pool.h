@@ -39,6 +39,11 @@ struct PoolOptions {
   // Session children kept ready too, per worker: a session's creation, fork, undo or restore
   // then takes one instead of forking on demand (and its copy paths are already warm).
   size_t prepared_sessions_per_worker = 1;
+  // Session requests back to back (an agent forking a session to try alternatives) raise that
+  // to the size of the last burst, spread over the full workers, up to this many per worker,
+  // until idle_after has passed without such a burst: the next burst then takes prepared
+  // children, where otherwise each request after the first forks its child while it waits.
+  size_t max_prepared_sessions_per_worker = 8;  // each ~10 MB private (docs/performance.md)
   runtime::WorkerOptions worker;              // the full workers' (the lean ones' derive from it)
   uint64_t lean_memory_bytes = 256ull << 20;  // a lean zygote's own cgroup (~30 MB used)
   jail::Limits limits;  // prepared children are made for these (a request may change the limit
@@ -53,6 +58,7 @@ struct PoolStats {
   size_t prepared = 0;           // one-shot children of full workers
   size_t lean_prepared = 0;      // one-shot children of lean workers
   size_t prepared_sessions = 0;  // session children (full workers only)
+  size_t prepared_sessions_target = 0;  // how many the live full workers aim to hold now
   // How many one-shot children the live workers of each kind aim to hold now (PreparedTarget).
   size_t prepared_target = 0, lean_prepared_target = 0;
   // Children handed out, by the kind of zygote they came from (one-shot and session); a request
@@ -108,6 +114,8 @@ class Pool {
   Expected<std::unique_ptr<jail::Zygote>> StartWorker(ZygoteKind kind) const;
   // How many one-shot children a worker of `kind` keeps prepared now. Under mu_.
   size_t PreparedTarget(ZygoteKind kind, std::chrono::steady_clock::time_point now) const;
+  // How many session children a full worker keeps prepared now. Under mu_.
+  size_t SessionTarget(std::chrono::steady_clock::time_point now) const;
 
   PoolOptions options_;
   std::mutex mu_;
@@ -116,6 +124,9 @@ class Pool {
   std::vector<ZygoteKind> slot_kinds_;  // workers_[i]'s kind, fixed at start (full ones first)
   // When a child of each kind (indexed by ZygoteKind) was last asked for (at first: the start).
   std::chrono::steady_clock::time_point last_asked_[2]{};
+  // When session children were asked for, oldest first: those of the last idle_after, at most
+  // kMaxSessionAsks of them.
+  std::deque<std::chrono::steady_clock::time_point> session_asks_;
   size_t next_ = 0;
   bool stopping_ = false;
   PoolStats stats_;

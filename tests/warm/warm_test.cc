@@ -367,6 +367,41 @@ bool OursByDescent(pid_t pid) {
   return false;
 }
 
+TEST_F(Warm, ABurstOfSessionRequestsKeepsMoreSessionChildrenReady) {
+  // An agent forking a session to try alternatives asks for session children back to back.
+  // The pool then keeps as many ready as the burst took (over the full workers, at most
+  // max_prepared_sessions_per_worker each), so that the next burst finds them prepared.
+  Pool& pool = *g_engine->pool();
+  const PoolOptions& o = pool.options();
+  constexpr size_t kBurst = 4;
+  for (size_t i = 0; i < kBurst; ++i) {
+    auto child = pool.Acquire(o.limits, true);
+    ASSERT_TRUE(child.has_value()) << child.error().message;
+    pool.Retire(std::move(*child));
+  }
+  const size_t per_worker = std::max(o.prepared_sessions_per_worker,
+                                     std::min((kBurst + o.workers - 1) / o.workers, o.max_prepared_sessions_per_worker));
+  const PoolStats s = pool.Stats();
+  ASSERT_GT(per_worker, o.prepared_sessions_per_worker) << "the burst is too small to show";
+  EXPECT_GE(s.prepared_sessions_target, s.warm_workers * per_worker);
+  bool ready = false;  // the refill makes them (seconds here; the VM stage emulates the CPU)
+  for (int i = 0; i < 600 && !ready; ++i) {
+    ready = pool.Stats().prepared_sessions >= s.prepared_sessions_target;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ASSERT_TRUE(ready) << pool.Stats().prepared_sessions << " of " << s.prepared_sessions_target;
+  // The next burst, held all at once, takes prepared children only: none forked on demand.
+  const uint64_t on_demand = pool.Stats().spawned_on_demand;
+  std::vector<std::unique_ptr<jail::WarmChild>> held;
+  for (size_t i = 0; i < s.prepared_sessions_target; ++i) {
+    auto child = pool.Acquire(o.limits, true);
+    ASSERT_TRUE(child.has_value()) << child.error().message;
+    held.push_back(std::move(*child));
+  }
+  EXPECT_EQ(pool.Stats().spawned_on_demand, on_demand);
+  for (auto& child : held) pool.Retire(std::move(child));
+}
+
 TEST_F(Warm, ADeadWorkerIsReplaced) {
   // Kill the jail's init of each of this pool's zygotes, by pid: the whole worker dies with it.
   // Only this process's own workers: other tests and servers on the machine run theirs.
