@@ -16,6 +16,7 @@ constexpr uint32_t kMaxWorkerFailures = 3;
 // Session requests at most this far apart count as one burst (SessionTarget).
 constexpr auto kSessionBurstGap = std::chrono::seconds(5);
 constexpr size_t kMaxSessionAsks = 256;
+constexpr auto kSessionRefillQuiet = std::chrono::milliseconds(300);
 
 }  // namespace
 
@@ -283,6 +284,12 @@ void Pool::Refill() {
       }
       const bool session = w->prepared.size() >= target;
       if (session && w->prepared_sessions.size() >= sessions) continue;
+      // In a burst, while session children remain, the next request is likely to come soon:
+      // forking one more now would take CPU from it. The gap after the burst refills them.
+      if (session && !w->prepared_sessions.empty() && !session_asks_.empty() &&
+          std::chrono::steady_clock::now() - session_asks_.back() < kSessionRefillQuiet) {
+        continue;
+      }
       lock.unlock();
       auto child = w->zygote->Spawn(ChildOptions(options_.limits, session));
       lock.lock();
