@@ -136,6 +136,10 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
                                            .prepared_children = 1,
                                            .lean_workers = 1,
                                            .lean_prepared_children = 2,
+                                           .prepared_session_children = 3,
+                                           .prepared_target = 2,
+                                           .lean_prepared_target = 1,
+                                           .prepared_sessions_target = 8,
                                            .served_full = 6,
                                            .served_lean = 11,
                                            .full_zygote_peak_bytes = 125'000'000,
@@ -178,6 +182,10 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
            "execbox_prepared_children 1",
            "execbox_lean_workers 1",
            "execbox_lean_prepared_children 2",
+           "execbox_prepared_session_children 3",
+           "execbox_prepared_children_target{sort=\"full\"} 2",
+           "execbox_prepared_children_target{sort=\"lean\"} 1",
+           "execbox_prepared_children_target{sort=\"session\"} 8",
            "# TYPE execbox_warm_children_served_total counter",
            "execbox_warm_children_served_total{zygote=\"full\"} 6",
            "execbox_warm_children_served_total{zygote=\"lean\"} 11",
@@ -233,6 +241,7 @@ TEST(Metrics, EmptyRegistryStillDescribesEveryFamily) {
         "execbox_sessions gauge", "execbox_open_connections gauge",
         "execbox_warm_children_ended_total counter", "execbox_warm_cpu_seconds_total counter",
         "execbox_lean_workers gauge", "execbox_lean_prepared_children gauge",
+        "execbox_prepared_session_children gauge", "execbox_prepared_children_target gauge",
         "execbox_warm_children_served_total counter", "execbox_zygote_memory_peak_bytes gauge"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + family + "\n"), std::string::npos) << family;
   }

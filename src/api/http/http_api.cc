@@ -104,6 +104,10 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
     gauges.prepared_children = stats.pool.prepared;
     gauges.lean_workers = stats.pool.lean_workers;
     gauges.lean_prepared_children = stats.pool.lean_prepared;
+    gauges.prepared_session_children = stats.pool.prepared_sessions;
+    gauges.prepared_target = stats.pool.prepared_target;
+    gauges.lean_prepared_target = stats.pool.lean_prepared_target;
+    gauges.prepared_sessions_target = stats.pool.prepared_sessions_target;
     gauges.served_full = stats.pool.served_full;
     gauges.served_lean = stats.pool.served_lean;
     gauges.full_zygote_peak_bytes = stats.pool.full_zygote_peak_bytes;

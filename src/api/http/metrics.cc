@@ -200,6 +200,15 @@ std::string Metrics::Render(const Gauges& gauges) const {
   Gauge(out, "execbox_lean_workers", "Lean warm workers alive (standard-library code).", gauges.lean_workers);
   Gauge(out, "execbox_lean_prepared_children",
         "The lean workers' forked children ready to take an execution.", gauges.lean_prepared_children);
+  Gauge(out, "execbox_prepared_session_children", "Forked session children ready to take a session.",
+        gauges.prepared_session_children);
+  Header(out, "execbox_prepared_children_target", "gauge",
+         "How many prepared children the pool aims to hold now, by sort; it follows the traffic each sees.");
+  for (auto [sort, n] : {std::pair{"full", gauges.prepared_target}, std::pair{"lean", gauges.lean_prepared_target},
+                         std::pair{"session", gauges.prepared_sessions_target}}) {
+    out.append("execbox_prepared_children_target{sort=\"").append(sort).append("\"} ");
+    out.append(std::to_string(n)).append("\n");
+  }
   Header(out, "execbox_warm_children_served_total", "counter",
          "Warm children handed out (executions and sessions), by the zygote they came from.");
   for (auto [kind, n] : {std::pair{"full", gauges.served_full}, std::pair{"lean", gauges.served_lean}}) {

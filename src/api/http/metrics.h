@@ -20,6 +20,10 @@ struct Gauges {
   size_t warm_workers = 0, prepared_children = 0;
   // The lean zygote's (engine/pool.h): workers alive and their prepared children.
   size_t lean_workers = 0, lean_prepared_children = 0;
+  // Session children ready, and how many children of each sort the pool aims to hold now (it
+  // follows the traffic each sees: engine::Pool::PreparedTarget, SessionTarget).
+  size_t prepared_session_children = 0;
+  size_t prepared_target = 0, lean_prepared_target = 0, prepared_sessions_target = 0;
   // Children handed out by zygote kind (counters), and each kind's zygote memory peak in bytes.
   uint64_t served_full = 0, served_lean = 0;
   uint64_t full_zygote_peak_bytes = 0, lean_zygote_peak_bytes = 0;
