@@ -118,6 +118,7 @@ cat >"$tmp/serve.toml" <<EOF
 id = "bench-unlimited"
 sha256 = "$(printf %s "$bench_token" | sha256sum | cut -d' ' -f1)"
 max_concurrent = 1048576
+max_queued = 1048576
 rate_per_second = 1000000000
 burst = 1000000000
 EOF
@@ -153,15 +154,22 @@ ready_s=$(calc %.1f "$(now) - $total_start")
 admission=$(grep -m1 -o 'warm pool, .*\|cold jails, .*' "$tmp/server.log" || echo '?')
 
 metric() { # metric NAME [TOKEN]: one unlabelled value from /metrics
-  curl -s -H "Authorization: Bearer ${2:-$bench_token}" "$url/metrics" | awk -v n="$1" '$1 == n {print $2; exit}'
+  # awk reads to the end: exiting at the match would fail curl's write (23) once /metrics outgrows a pipe
+  curl -s -H "Authorization: Bearer ${2:-$bench_token}" "$url/metrics" | awk -v n="$1" '$1 == n && !found {print $2; found = 1}'
 }
 workers=$(metric execbox_warm_workers)
-full=$((2 * ${workers%.*}))
+pool_ready() { # whether each sort of prepared child is at what the pool aims for now (/metrics)
+  curl -s -H "Authorization: Bearer $bench_token" "$url/metrics" | awk '
+    $1 == "execbox_prepared_children" { have["full"] = $2 }
+    $1 == "execbox_lean_prepared_children" { have["lean"] = $2 }
+    $1 == "execbox_prepared_session_children" { have["session"] = $2 }
+    $1 ~ /^execbox_prepared_children_target\{/ { s = $1; sub(/^[^"]*"/, "", s); sub(/".*/, "", s); want[s] = $2 }
+    END { for (s in want) if (have[s] + 0 < want[s] + 0) exit 1 }'
+}
 wait_pool() { # until the pool holds its prepared children again (30 s at most), then 75 ms
-  local i p
+  local i
   for ((i = 0; i < 3000; i++)); do
-    p=$(metric execbox_prepared_children)
-    ((${p%.*} >= full)) && break
+    pool_ready && break
     sleep 0.01
   done
   sleep 0.075

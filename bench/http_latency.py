@@ -88,7 +88,16 @@ class Client:
         out = {}
         for m in re.finditer(rb"^(execbox_[a-z_]+) ([0-9.e+]+)$", data, re.M):
             out[m.group(1).decode()] = float(m.group(2))
+        for m in re.finditer(rb'^execbox_prepared_children_target\{sort="([a-z]+)"\} ([0-9.e+]+)$', data, re.M):
+            out["target_" + m.group(1).decode()] = float(m.group(2))
         return out
+
+    def pool_ready(self):
+        """Whether each sort of prepared child is at what the pool aims for now."""
+        g = self.gauges()
+        have = {"full": "execbox_prepared_children", "lean": "execbox_lean_prepared_children",
+                "session": "execbox_prepared_session_children"}
+        return all(g.get(name, 0) >= g.get("target_" + sort, 0) for sort, name in have.items())
 
 
 def run_plain(code, env):
@@ -117,21 +126,17 @@ def main():
     c = Client(a.url, token)
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "MPLBACKEND": "Agg"}
 
-    # The pool's full size: what it holds once idle (workers x prepared per worker).
+    # The pool's full size: what it aims to hold of each sort of child (/metrics), which follows
+    # the traffic each sort sees.
     deadline = time.monotonic() + 60
-    full = 0
-    while time.monotonic() < deadline:
-        g = c.gauges()
-        full = max(full, g.get("execbox_prepared_children", 0))
-        if full >= 2 * max(1, g.get("execbox_warm_workers", 1)):
-            break
+    while time.monotonic() < deadline and not c.pool_ready():
         time.sleep(0.05)
     not_refilled = 0
 
     def wait_pool():
         nonlocal not_refilled
         end = time.monotonic() + 30
-        while c.gauges().get("execbox_prepared_children", 0) < full:
+        while not c.pool_ready():
             if time.monotonic() > end:
                 not_refilled += 1
                 break
@@ -190,7 +195,7 @@ def main():
             line += f" {p50 / plot_base:10.2f}x"
         print(line)
     print(f"  ({len(samples[0])} print(1) and {len(samples[3])} plot samples per row, interleaved; each warm "
-          f"sample waits, outside the sample,\n   for the pool's {int(full)} prepared children + "
+          f"sample waits, outside the sample,\n   for the pool's prepared children + "
           f"{a.settle_ms:.0f} ms)")
     for kind, label in (("print", "warm print(1)"), ("plot", "warm plot")):
         u = usage[kind]
