@@ -130,8 +130,7 @@ void WaitPoolFull(engine::Pool& pool, std::chrono::milliseconds settle) {
   while (Clock::now() < deadline) {
     auto s = pool.Stats();
     if (s.warm_workers >= o.workers && s.lean_workers >= o.lean_workers && s.prepared >= s.prepared_target &&
-        s.lean_prepared >= s.lean_prepared_target &&
-        s.prepared_sessions >= s.prepared_sessions_target) {
+        s.lean_prepared >= s.lean_prepared_target && s.prepared_sessions >= s.prepared_sessions_target) {
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));

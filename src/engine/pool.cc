@@ -192,7 +192,8 @@ size_t Pool::SessionTarget(std::chrono::steady_clock::time_point now) const {
     burst = std::max(burst, run);
     previous = asked;
   }
-  const size_t full = static_cast<size_t>(std::count(slot_kinds_.begin(), slot_kinds_.end(), ZygoteKind::kFull));
+  const size_t full =
+      static_cast<size_t>(std::count(slot_kinds_.begin(), slot_kinds_.end(), ZygoteKind::kFull));
   const size_t base = options_.prepared_sessions_per_worker;
   const size_t per_worker = full > 0 ? (burst + full - 1) / full : 0;
   return std::max(base, std::min(per_worker, options_.max_prepared_sessions_per_worker));
@@ -276,7 +277,8 @@ void Pool::Refill() {
         w->prepared.pop_back();
         retire_wake_.notify_one();
       }
-      const size_t sessions = w->kind == ZygoteKind::kFull ? SessionTarget(std::chrono::steady_clock::now()) : 0;
+      const size_t sessions =
+          w->kind == ZygoteKind::kFull ? SessionTarget(std::chrono::steady_clock::now()) : 0;
       while (w->prepared_sessions.size() > sessions) {  // the burst is over
         retiring_.push_back(std::move(w->prepared_sessions.back()));
         w->prepared_sessions.pop_back();

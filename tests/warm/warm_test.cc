@@ -379,8 +379,9 @@ TEST_F(Warm, ABurstOfSessionRequestsKeepsMoreSessionChildrenReady) {
     ASSERT_TRUE(child.has_value()) << child.error().message;
     pool.Retire(std::move(*child));
   }
-  const size_t per_worker = std::max(o.prepared_sessions_per_worker,
-                                     std::min((kBurst + o.workers - 1) / o.workers, o.max_prepared_sessions_per_worker));
+  const size_t per_worker =
+      std::max(o.prepared_sessions_per_worker,
+               std::min((kBurst + o.workers - 1) / o.workers, o.max_prepared_sessions_per_worker));
   const PoolStats s = pool.Stats();
   ASSERT_GT(per_worker, o.prepared_sessions_per_worker) << "the burst is too small to show";
   EXPECT_GE(s.prepared_sessions_target, s.warm_workers * per_worker);

@@ -204,8 +204,9 @@ std::string Metrics::Render(const Gauges& gauges) const {
         gauges.prepared_session_children);
   Header(out, "execbox_prepared_children_target", "gauge",
          "How many prepared children the pool aims to hold now, by sort; it follows the traffic each sees.");
-  for (auto [sort, n] : {std::pair{"full", gauges.prepared_target}, std::pair{"lean", gauges.lean_prepared_target},
-                         std::pair{"session", gauges.prepared_sessions_target}}) {
+  for (auto [sort, n] :
+       {std::pair{"full", gauges.prepared_target}, std::pair{"lean", gauges.lean_prepared_target},
+        std::pair{"session", gauges.prepared_sessions_target}}) {
     out.append("execbox_prepared_children_target{sort=\"").append(sort).append("\"} ");
     out.append(std::to_string(n)).append("\n");
   }
