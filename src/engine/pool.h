@@ -43,7 +43,7 @@ struct PoolOptions {
   // to the size of the last burst, spread over the full workers, up to this many per worker,
   // until idle_after has passed without such a burst: the next burst then takes prepared
   // children, where otherwise each request after the first forks its child while it waits.
-  size_t max_prepared_sessions_per_worker = 8;  // each ~10 MB private (docs/performance.md)
+  size_t max_prepared_sessions_per_worker = 8;  // each ~6 MB private (docs/performance.md)
   runtime::WorkerOptions worker;              // the full workers' (the lean ones' derive from it)
   uint64_t lean_memory_bytes = 256ull << 20;  // a lean zygote's own cgroup (~30 MB used)
   jail::Limits limits;  // prepared children are made for these (a request may change the limit

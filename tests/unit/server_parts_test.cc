@@ -147,6 +147,7 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
                                            .sessions = 5,
                                            .connections = 7,
                                            .children_ended = 9,
+                                           .workers_replaced = 1,
                                            .zygote_cpu_ns = 1'500'000'000,
                                            .child_setup_cpu_ns = 250'000'000,
                                            .child_execution_cpu_ns = 3'000'000'000,
@@ -196,6 +197,7 @@ TEST(Metrics, RendersFamiliesWithCumulativeBuckets) {
            "execbox_open_connections 7",
            "# TYPE execbox_warm_children_ended_total counter",
            "execbox_warm_children_ended_total 9",
+           "execbox_warm_workers_replaced_total 1",
            "# TYPE execbox_warm_cpu_seconds_total counter",
            "execbox_warm_cpu_seconds_total{phase=\"zygote\"} 1.5",
            "execbox_warm_cpu_seconds_total{phase=\"setup\"} 0.25",
@@ -240,6 +242,7 @@ TEST(Metrics, EmptyRegistryStillDescribesEveryFamily) {
         "execbox_queue_depth gauge", "execbox_warm_workers gauge", "execbox_prepared_children gauge",
         "execbox_sessions gauge", "execbox_open_connections gauge",
         "execbox_warm_children_ended_total counter", "execbox_warm_cpu_seconds_total counter",
+        "execbox_warm_workers_replaced_total counter",
         "execbox_lean_workers gauge", "execbox_lean_prepared_children gauge",
         "execbox_prepared_session_children gauge", "execbox_prepared_children_target gauge",
         "execbox_warm_children_served_total counter", "execbox_zygote_memory_peak_bytes gauge"}) {

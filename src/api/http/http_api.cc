@@ -113,6 +113,7 @@ void HttpApi::Route(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
     gauges.full_zygote_peak_bytes = stats.pool.full_zygote_peak_bytes;
     gauges.lean_zygote_peak_bytes = stats.pool.lean_zygote_peak_bytes;
     gauges.children_ended = stats.pool.children_ended;
+    gauges.workers_replaced = stats.pool.workers_replaced;
     gauges.zygote_cpu_ns = stats.pool.zygote_cpu_ns;
     gauges.child_setup_cpu_ns = stats.pool.child_setup_ns;
     gauges.child_execution_cpu_ns = stats.pool.child_execution_ns;

@@ -228,6 +228,9 @@ std::string Metrics::Render(const Gauges& gauges) const {
       out, "execbox_warm_children_ended_total", "counter",
       "Warm children ended after at least one execution (their CPU is in execbox_warm_cpu_seconds_total).");
   out.append("execbox_warm_children_ended_total ").append(std::to_string(gauges.children_ended)).append("\n");
+  Header(out, "execbox_warm_workers_replaced_total", "counter",
+         "Warm workers (zygotes) found dead or failing and started anew.");
+  out.append("execbox_warm_workers_replaced_total ").append(std::to_string(gauges.workers_replaced)).append("\n");
   Header(out, "execbox_warm_cpu_seconds_total", "counter",
          "CPU of the warm pool outside the server process, by phase: the zygotes' forks, collections and "
          "reaping (zygote; restarts with a replaced worker), and each ended child's isolation and warm-up "

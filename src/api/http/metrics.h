@@ -31,6 +31,7 @@ struct Gauges {
   // Counters the warm pool keeps (engine::PoolStats), read with the gauges: the children ended
   // after an execution, and CPU outside this process by phase, in ns.
   uint64_t children_ended = 0;
+  uint64_t workers_replaced = 0;  // warm workers (zygotes) found dead or failing and started anew
   uint64_t zygote_cpu_ns = 0, child_setup_cpu_ns = 0, child_execution_cpu_ns = 0, child_exit_cpu_ns = 0;
   // Each key's use now (engine::GateStats::keys), against its caps.
   std::map<std::string, engine::KeyUse> keys;
