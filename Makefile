@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 .PHONY: help deps deps-run deps-test deps-all build run test unit openapi test-sanitize test-v2 examples bench bench-options \
-	bench-http bench-e2b bench-packages clean format install deb test-deb image test-image test-cluster
+	bench-http test-load bench-e2b bench-packages clean format install deb test-deb image test-image test-cluster
 
 help: ## this list
 	@awk -F':.*## ' '/^[a-z][a-z0-9-]*:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -124,6 +124,9 @@ bench-options: build deps-run ## which warm-path choices win on this machine
 
 bench-http: build deps-test ## the HTTP server under load (wrk)
 	@bench/http_bench.sh $(BUILD)/execbox
+
+test-load: build deps-test ## one key floods (64 at once: print(1), then a hostile mix) while another runs one at a time; not in CI (LOAD_SECONDS=60 each)
+	@/usr/bin/python3 tests/load/fair_load.py $(BUILD)/execbox --seconds $(or $(LOAD_SECONDS),60)
 
 bench-packages: build deps-test ## a wheelhouse's packages: installed, from a package set, in a session
 	@/usr/bin/python3 bench/package_bench.py $(BUILD)/execbox
