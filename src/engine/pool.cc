@@ -192,8 +192,7 @@ size_t Pool::SessionTarget(std::chrono::steady_clock::time_point now) const {
     burst = std::max(burst, run);
     previous = asked;
   }
-  const size_t full =
-      static_cast<size_t>(std::count(slot_kinds_.begin(), slot_kinds_.end(), ZygoteKind::kFull));
+  const size_t full = options_.workers;  // the full slots (Start fixed it, at least one)
   const size_t base = options_.prepared_sessions_per_worker;
   const size_t per_worker = full > 0 ? (burst + full - 1) / full : 0;
   return std::max(base, std::min(per_worker, options_.max_prepared_sessions_per_worker));

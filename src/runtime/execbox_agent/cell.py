@@ -6,6 +6,7 @@ import builtins
 import os
 import sys
 
+from .import_hook import AfterImportHook
 from .missing import add_missing_module_note
 from .text import cap_text, safe_str, split_lines
 
@@ -159,44 +160,12 @@ def register_source(filename, source):
     hook.sources[filename] = entry
 
 
-class _LinecacheHook:
-    """A sys.meta_path finder that acts on linecache only: the real module, and then the
-    sources registered before it was imported in its cache."""
+class _LinecacheHook(AfterImportHook):
+    """linecache's import, followed: the sources registered before it go in its cache."""
 
     def __init__(self):
         self.sources = {}
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "linecache":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = _FillingLoader(spec.loader, self.sources)
-                return spec
-        return None
-
-    def invalidate_caches(self):
-        pass
-
-
-class _FillingLoader:
-    def __init__(self, loader, sources):
-        self._loader = loader
-        self._sources = sources
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        module.cache.update(self._sources)
+        super().__init__("linecache", lambda module: module.cache.update(self.sources))
 
 
 # The frame that runs the user's module code. A warning with a stacklevel that reaches above

@@ -7,6 +7,7 @@ import os
 import sys
 
 from .cell import format_exception
+from .import_hook import AfterImportHook
 
 def _png_size(png):
     if png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR":
@@ -160,47 +161,12 @@ def patch_pyplot(pyplot, figures):
         figure_class.show = figure_show
 
 
-class PatchingLoader:
-    """Wraps the loader of matplotlib.pyplot to patch show() right after the module runs;
-    everything else (get_source for tracebacks, ...) is the real loader's."""
-
-    def __init__(self, loader, figures):
-        self._loader = loader
-        self._figures = figures
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        patch_pyplot(module, self._figures)
-
-
-class PyplotHook:
-    """A sys.meta_path finder that only acts on matplotlib.pyplot, so that matplotlib is never
-    imported unless the user's code imports it."""
+class PyplotHook(AfterImportHook):
+    """matplotlib.pyplot's import, followed: show() is patched right after the module runs, so
+    that matplotlib is never imported unless the user's code imports it."""
 
     def __init__(self, figures):
-        self._figures = figures
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib.pyplot":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = PatchingLoader(spec.loader, self._figures)
-                return spec
-        return None
-
-    def invalidate_caches(self):
-        pass
+        super().__init__("matplotlib.pyplot", lambda module: patch_pyplot(module, figures))
 
 
 # A font list built once by the host (runtime/font_cache.cc); without it matplotlib rebuilds
