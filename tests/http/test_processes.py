@@ -289,8 +289,11 @@ class ProcessesTest(ProcessCase):
         self.assertEqual(follower["events"][-1][0], "exit")
         self.assertEqual(follower["events"][-1][1]["ended_by"], "session_end")
         self.assertTrue(wait_until(lambda: not still_alive(sleeps), 10), "a process of the deleted session lives on")
-        alive = descendants(self.server.proc.pid)
-        self.assertFalse(mount_namespaces(alive) & namespaces, "a process is still in the session's mounts")
+        # The session's init and kernel end after its processes (they reap them first).
+        self.assertTrue(
+            wait_until(lambda: not mount_namespaces(descendants(self.server.proc.pid)) & namespaces, 10),
+            "a process is still in the session's mounts",
+        )
         self.assertTrue(wait_until(lambda: not [g for g in groups if os.path.isdir(g)], 10), groups)
 
     @staticmethod
