@@ -104,12 +104,20 @@ bool Dying(int dir, pid_t tid) {
 
 void UseDoneCheckFallbackForTesting(bool on) { g_fallback_for_testing = on; }
 
-Expected<CodeProcess> CodeProcess::Open(pid_t pid, int pidfd, ino_t channel_ino) {
+Expected<CodeProcess> CodeProcess::Open(pid_t pid, int pidfd) {
   CodeProcess p;
-  p.channel_ino_ = channel_ino;
   std::string dir = "/proc/" + std::to_string(pid);
   p.dir_.Reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!p.dir_.Valid()) return FailErrno("open " + dir);
+  char link[64], fd_path[16];
+  std::snprintf(fd_path, sizeof fd_path, "fd/%d", kChannelFd);
+  ssize_t n = ::readlinkat(p.dir_.Get(), fd_path, link, sizeof link - 1);
+  unsigned long long ino = 0;
+  if (n > 0) {
+    link[n] = '\0';
+    if (std::sscanf(link, "socket:[%llu]", &ino) != 1) ino = 0;
+  }
+  p.channel_ino_ = static_cast<ino_t>(ino);
   // The pid could have been reused before the open: the process the pidfd names (taken when
   // the pid was fresh) must still be alive, so /proc/<pid> is still it.
   if (::syscall(SYS_pidfd_send_signal, pidfd, 0, nullptr, 0) != 0) {
@@ -143,6 +151,7 @@ bool CodeProcess::Exiting() const {
 }
 
 std::optional<bool> CodeProcess::BlockedOnChannel() const {
+  if (channel_ino_ == 0) return std::nullopt;
   char link[64];
   char fd_path[16];
   std::snprintf(fd_path, sizeof fd_path, "fd/%d", kChannelFd);

@@ -1,9 +1,10 @@
-// Whether a warm child's done marker (one byte "D" on its channel) came from the agent. The
-// user's code runs in the agent's process and can write that byte too, so the host believes it
-// only once the host's kernel shows the process doing what the agent does right after it:
-// exiting (a one-shot child calls os._exit), or blocked in recvmsg on the channel, waiting for
-// the next request (a session child). Only /proc of the host's pid namespace, read by the host,
-// enters the verdict; nothing the code writes does.
+// Whether a warm child's execution is over as the agent says: a session's done marker (one byte
+// "D" on its channel, relayed by its init), or a one-shot child's report ending. The user's
+// code runs in the agent's process and can write that byte (or close that report) too, so the
+// host believes it only once the host's kernel shows the process doing what the agent does
+// right after it: exiting (a one-shot child calls os._exit), or blocked in recvmsg on the
+// channel, waiting for the next request (a session child). Only /proc of the host's pid namespace, read by
+// the host, enters the verdict; nothing the code writes does.
 #pragma once
 
 #include <sys/types.h>
@@ -27,9 +28,10 @@ enum class DoneCheck {
 class CodeProcess {
  public:
   CodeProcess() = default;
-  // The process `pid` (host pid namespace) that `pidfd` refers to. `channel_ino` is the inode
-  // of the child's end of the channel socket, which the code's process holds as fd 3.
-  static Expected<CodeProcess> Open(pid_t pid, int pidfd, ino_t channel_ino);
+  // The process `pid` (host pid namespace) that `pidfd` refers to, before any code ran in it:
+  // the socket it holds as fd 3 now is its channel (a session's, to its init), which
+  // BlockedOnChannel looks for later. Where the host may not read that link, the fallback.
+  static Expected<CodeProcess> Open(pid_t pid, int pidfd);
 
   // One look, without waiting. `session`: the agent parks on its channel instead of exiting.
   DoneCheck Check(bool session);
@@ -52,7 +54,7 @@ class CodeProcess {
 
   UniqueFd dir_;  // /proc/<pid>: bound to this process, so a reused pid is never read
   pid_t pid_ = -1;
-  ino_t channel_ino_ = 0;
+  ino_t channel_ino_ = 0;  // 0: unknown (fd 3 was not readable), the fallback decides
   uint64_t last_runtime_ns_ = 0;
   std::chrono::steady_clock::time_point last_look_{};
 };

@@ -64,12 +64,18 @@ struct WatchSpec {
   // Empty: a stop asks the zygote to kill the tree, and the execution ends with the tree.
   std::function<void()> stop_code;
   std::function<std::optional<int>()> code_ended;
-  // A warm execution ends when the code's process writes one byte 'D' here (its channel) and
-  // check_done then confirms it; a session's process lives on. -1: the execution ends when the
-  // tree does.
+  // A session's execution ends when a byte 'D' arrives here (its channel, relayed by the
+  // session's init from the kernel) and check_done then confirms it; the process lives on.
+  // -1: no marker.
   int done_fd = -1;
-  // Asked after a 'D' until it confirms or kDoneCheckWindow has passed (then the execution
-  // ends as kForgedDone). Required with done_fd: a marker nobody can confirm is not believed.
+  // A one-shot warm child's: the end of its report (EOF: the agent's os._exit closed it) is the
+  // claim, and check_done confirms it (the process is exiting), so the result need not wait
+  // for the exit's teardown. Unconfirmed (the code closed its report fd and runs on), the
+  // execution ends with the tree, as if there were no claim. The code holds no channel to
+  // write a marker on.
+  bool report_end_claims_done = false;
+  // Asked after a claim until it confirms or kDoneCheckWindow has passed (then a 'D' ends the
+  // execution as kForgedDone). Required with either: a claim nobody can confirm is not believed.
   std::function<DoneCheck()> check_done;
   CgroupUsage base;  // the group's counters when the execution began (sessions reuse a group)
 };
@@ -112,6 +118,7 @@ class Watch {
   void CheckKernelEnded();
   void DrainOutput();
   void ReadDone();
+  void ClaimDoneAtReportEnd();
   void CheckDoneClaim();
   void TakeDone();
 
@@ -125,8 +132,10 @@ class Watch {
   bool report_done_ = false;
   bool collecting_ = false;
   bool done_open_ = true;
-  // A 'D' arrived and is being checked (since then); void: the process is ending instead.
+  // A 'D' arrived (or, report_end_claims_done, the report ended) and is being checked (since
+  // then); void: the process is ending instead, or the report's end was not the agent's.
   std::optional<Clock::time_point> done_claimed_at_;
+  bool claimed_by_report_end_ = false;
   bool done_claim_void_ = false;
   bool kernel_ended_ = false;
   bool tree_killed_ = false;

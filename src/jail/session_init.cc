@@ -72,6 +72,19 @@ int g_proc = -1;              // this namespace's /proc: what the kernel left is
 int g_sigfd = -1;             // SIGCHLD's signalfd
 char g_kernel_name[16] = {};  // the kernel's comm, as the first one had it
 
+// The kernel's channel, relayed (KernelChannel): the host's bytes and descriptors down, one
+// chunk at a time (read from the host only once the last went down), and the 'D' up.
+constexpr int kRelayFds = 8;  // the host sends 4 with a request
+struct ChannelRelay {
+  int host = -1, kernel = -1;
+  bool host_open = false;    // false after the host's EOF (passed down as the kernel's EOF)
+  bool kernel_open = false;  // false after the kernel's EOF or an error
+  char down[64 << 10];
+  size_t len = 0, off = 0;
+  int fds[kRelayFds];
+  int nfds = 0;  // sent with the chunk's first byte that goes down
+} g_relay;
+
 bool InTable(pid_t pid) {
   for (pid_t p : g_table) {
     if (p == pid && pid > 0) return true;
@@ -313,30 +326,165 @@ void Start(int host, const Header& h, uint32_t payload_size, const int* fds, int
   if (master >= 0) ::close(master);
 }
 
-// The first kernel's setup, again, in a fork of the init: the channel at fd 3 (the host's
-// socket, the signalfd and /proc closed), SIGCHLD unblocked, a session of its own.
-void StartKernel(int channel) {
+void DropPendingFds() {
+  for (int i = 0; i < g_relay.nfds; ++i) ::close(g_relay.fds[i]);
+  g_relay.nfds = 0;
+}
+
+void OpenRelay(const KernelChannel& channel) {
+  g_relay.host = channel.host;
+  g_relay.kernel = channel.kernel;
+  g_relay.host_open = g_relay.kernel_open = channel.host >= 0 && channel.kernel >= 0;
+  g_relay.len = g_relay.off = 0;
+}
+
+// The kernel ended (or never started): its channel goes, and the host's socket hangs up.
+void CloseRelay() {
+  DropPendingFds();
+  for (int* fd : {&g_relay.host, &g_relay.kernel}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  g_relay.host_open = g_relay.kernel_open = false;
+  g_relay.len = g_relay.off = 0;
+}
+
+// As much of the host's chunk as the kernel's socket takes now, its descriptors with the first
+// byte. A kernel that is gone (EPIPE) takes nothing more: the chunk is dropped.
+void RelayDown() {
+  while (g_relay.off < g_relay.len) {
+    char cbuf[CMSG_SPACE(sizeof(int) * kRelayFds)];
+    struct iovec iov = {.iov_base = g_relay.down + g_relay.off, .iov_len = g_relay.len - g_relay.off};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (g_relay.nfds > 0) {
+      std::memset(cbuf, 0, sizeof cbuf);
+      msg.msg_control = cbuf;
+      msg.msg_controllen = CMSG_SPACE(sizeof(int) * static_cast<size_t>(g_relay.nfds));
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<size_t>(g_relay.nfds));
+      std::memcpy(CMSG_DATA(c), g_relay.fds, sizeof(int) * static_cast<size_t>(g_relay.nfds));
+    }
+    ssize_t n = ::sendmsg(g_relay.kernel, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT brings the rest
+    if (n <= 0) {
+      g_relay.len = g_relay.off = 0;
+      DropPendingFds();
+      g_relay.kernel_open = false;
+      return;
+    }
+    g_relay.off += static_cast<size_t>(n);
+    DropPendingFds();  // the kernel has its copies
+  }
+  g_relay.len = g_relay.off = 0;
+}
+
+// One chunk from the host, once the last has gone down. The host's EOF becomes the kernel's.
+void RelayFromHost() {
+  char cbuf[CMSG_SPACE(sizeof(int) * kRelayFds)];
+  struct iovec iov = {.iov_base = g_relay.down, .iov_len = sizeof g_relay.down};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  ssize_t n = ::recvmsg(g_relay.host, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (g_relay.nfds < kRelayFds) {
+        g_relay.fds[g_relay.nfds++] = fd;
+      } else {
+        ::close(fd);
+      }
+    }
+  }
+  if (n <= 0) {  // the host is done with this kernel: it reads EOF where a request would start
+    DropPendingFds();
+    g_relay.host_open = false;
+    ::shutdown(g_relay.kernel, SHUT_WR);
+    return;
+  }
+  g_relay.len = static_cast<size_t>(n);
+  g_relay.off = 0;
+  RelayDown();
+}
+
+// What the kernel wrote on its channel (the code can write there too): a 'D' in it goes up as
+// one 'D', anything else is dropped, any descriptor closed. The host checks the 'D' itself.
+void RelayFromKernel() {
+  char up[4096];
+  char cbuf[CMSG_SPACE(sizeof(int) * 16)];
+  for (int batch = 0; batch < 16; ++batch) {
+    struct iovec iov = {.iov_base = up, .iov_len = sizeof up};
+    struct msghdr msg {};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    ssize_t n = ::recvmsg(g_relay.kernel, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        ::close(fd);
+      }
+    }
+    if (n <= 0) {
+      g_relay.kernel_open = false;  // its end closed: the reaping closes the rest
+      return;
+    }
+    if (std::memchr(up, 'D', static_cast<size_t>(n)) != nullptr) {
+      (void)::send(g_relay.host, "D", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+  }
+}
+
+// The first kernel's setup, again, in a fork of the init: a new pair for its channel (the init
+// relays `host`, the host's new socket, to it), SIGCHLD unblocked, a session of its own.
+void StartKernel(int host) {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return;  // the host gives up
+  int relay_host = ::fcntl(host, F_DUPFD_CLOEXEC, 3);
+  if (relay_host < 0) {
+    ::close(pair[0]);
+    ::close(pair[1]);
+    return;
+  }
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::close(g_host);
-    if (g_sigfd >= 0) ::close(g_sigfd);
-    if (g_proc >= 0) ::close(g_proc);
     sigset_t chld;
     sigemptyset(&chld);
     sigaddset(&chld, SIGCHLD);
     ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
     ::prctl(PR_SET_NAME, g_kernel_name, 0, 0, 0);
     if (::setsid() < 0) ::_exit(127);
-    if (channel == 3) {
-      if (::fcntl(3, F_SETFD, 0) != 0) ::_exit(127);
-    } else if (::dup2(channel, 3) != 3 || ::close(channel) != 0) {
-      ::_exit(127);
-    }
-    g_start.run(g_start.context, 3, g_start.layer);
+    // The init's socket to the host, the signalfd and /proc go with the rest.
+    if (!PlaceKernelDescriptors(host, pair[1], g_start.layer)) ::_exit(127);
+    g_start.run(g_start.context, kKernelReadyFd, g_start.layer);
     ::_exit(70);
   }
+  ::close(pair[1]);
   // A fork that failed: the host waits for the new kernel's ready byte in vain, and gives up.
-  if (pid > 0) g_kernel = pid;
+  if (pid > 0) {
+    g_kernel = pid;
+    OpenRelay({.host = relay_host, .kernel = pair[0]});
+  } else {
+    ::close(relay_host);
+    ::close(pair[0]);
+  }
 }
 
 void SignalProcess(const Header& h) {
@@ -419,6 +567,7 @@ void Reap(int host) {
       g_kernel = 0;
       g_kernel_status = status;
       SendEvent(host, Op::kKernelEnded, 0, pid, status);
+      CloseRelay();
       if (!KillWhatTheKernelLeft()) EndAll(host, status);
       continue;
     }
@@ -428,7 +577,25 @@ void Reap(int host) {
 
 }  // namespace
 
-void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const SessionRelay& relay) noexcept {
+bool PlaceKernelDescriptors(int host, int kernel_end, int layer) noexcept {
+  int h = ::fcntl(host, F_DUPFD_CLOEXEC, 8);
+  int k = ::fcntl(kernel_end, F_DUPFD, 8);
+  if (h < 0 || k < 0) return false;
+  if (::dup2(k, kKernelChannelFd) < 0 || ::dup3(h, kKernelReadyFd, O_CLOEXEC) < 0) return false;
+  constexpr unsigned kFirstOther = kKernelReadyFd + 1;
+  if (layer >= static_cast<int>(kFirstOther)) {
+    if (static_cast<unsigned>(layer) > kFirstOther)
+      ::close_range(kFirstOther, static_cast<unsigned>(layer) - 1, 0);
+    ::close_range(static_cast<unsigned>(layer) + 1, ~0U, 0);
+  } else {
+    ::close_range(kFirstOther, ~0U, 0);
+  }
+  return true;
+}
+
+void RunSessionInit(int host_fd, pid_t kernel, const KernelChannel& channel, const KernelStart& start,
+                    const SessionRelay& relay) noexcept {
+  OpenRelay(channel);
   g_kernel = kernel;
   g_host = host_fd;
   g_start = start;
@@ -447,14 +614,23 @@ void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const S
   bool relayed = relay.listener >= 0 && relay.connector >= 0;
   bool connector_full = false;  // then the connector is polled for room, not the listener
   for (;;) {
-    struct pollfd p[3] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
+    struct pollfd p[5] = {{.fd = host_fd, .events = POLLIN, .revents = 0},
                           {.fd = sigfd, .events = POLLIN, .revents = 0},
+                          {.fd = -1, .events = 0, .revents = 0},
+                          {.fd = -1, .events = 0, .revents = 0},
                           {.fd = -1, .events = 0, .revents = 0}};
     if (relayed)
       p[2] = {.fd = connector_full ? relay.connector : relay.listener,
               .events = static_cast<short>(connector_full ? POLLOUT : POLLIN),
               .revents = 0};
-    int n = ::poll(p, 3, sigfd >= 0 ? -1 : 1000);
+    // The kernel's channel: the host's next chunk only once the last went down.
+    const bool pending = g_relay.off < g_relay.len;
+    if (g_relay.host_open && g_relay.kernel_open && !pending)
+      p[3] = {.fd = g_relay.host, .events = POLLIN, .revents = 0};
+    if (g_relay.kernel_open)
+      p[4] = {
+          .fd = g_relay.kernel, .events = static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), .revents = 0};
+    int n = ::poll(p, 5, sigfd >= 0 ? -1 : 1000);
     if (n < 0 && errno != EINTR) EndAll(host_fd, g_kernel_status);
     if (relayed && connector_full && (p[2].revents & (POLLERR | POLLHUP)) != 0) {
       relayed = false;  // the host's proxy is gone: connections wait unanswered, as to a dead peer
@@ -462,6 +638,11 @@ void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start, const S
       // A bounded batch per wake: the host's messages and the reaping are never starved.
       connector_full = !PassConnections(relay.listener, relay.connector, 16);
     }
+    if (p[4].revents != 0) {
+      if ((p[4].revents & POLLOUT) != 0) RelayDown();
+      if ((p[4].revents & ~POLLOUT) != 0) RelayFromKernel();
+    }
+    if (p[3].revents != 0 && g_relay.host_open) RelayFromHost();
     if (sigfd >= 0 && p[1].revents != 0) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof si) > 0) {

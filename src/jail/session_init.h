@@ -7,6 +7,9 @@
 // and never raised), so code in the sandbox can neither read its descriptors through /proc nor
 // trace it, and as pid 1 of the namespace it ignores every signal sent from inside it.
 //
+// The kernel's channel (the host's requests, its 'D' back) goes through the init too
+// (KernelChannel): nothing the code holds reaches the host.
+//
 // The init talks to the host over a SOCK_SEQPACKET socket of its own (one message per frame,
 // with its descriptors): the host asks it to start a process (argv, env, cwd, pipes or a
 // pseudo-terminal) or to signal one; the init answers with the process's pid (and, for a pty,
@@ -68,13 +71,38 @@ struct Header {
 
 }  // namespace init_wire
 
-// How the init starts a new kernel: in a fork of itself, with the new channel at fd 3 and the
-// root's layer (a session's, else -1) as it is, `run` becomes the kernel (it does not return).
+// A kernel's descriptors (PlaceKernelDescriptors): its channel, a socket to the init, which
+// relays the host's requests to it; and, until it is ready, the host's socket, on which it
+// writes its ready byte (the host reads the kernel's pid from its credentials) and no more.
+inline constexpr int kKernelChannelFd = 3;
+inline constexpr int kKernelReadyFd = 4;
+
+// How the init starts a new kernel: in a fork of itself, with its descriptors placed and the
+// root's layer (a session's, else -1) as it is, `run` becomes the kernel (it does not return);
+// `ready` is kKernelReadyFd.
 struct KernelStart {
-  void (*run)(const void* context, int channel, int layer) noexcept = nullptr;
+  void (*run)(const void* context, int ready, int layer) noexcept = nullptr;
   const void* context = nullptr;
   int layer = -1;
 };
+
+// The kernel's channel as the init holds it: `host`, the host's socket (the requests come on
+// it; only a 'D' goes back), and `kernel`, the init's end of the pair whose other end is the
+// kernel's kKernelChannelFd. The code can write to its channel, and it reaches the init only:
+// the init passes the host's bytes and descriptors down, takes nothing up but the marker (any
+// other byte is dropped, any descriptor closed), and the host still checks that marker
+// (done_check.h). Both close-on-exec; the init closes them when the kernel ends, so the host
+// sees its socket hang up.
+struct KernelChannel {
+  int host = -1;
+  int kernel = -1;
+};
+
+// In a process about to become a kernel (the init's fork): `kernel_end` at kKernelChannelFd,
+// `host` at kKernelReadyFd (close-on-exec), and every other descriptor but 0-2 and `layer`
+// closed (the init's socket to the host, the relay's, /proc, the signalfd). False if a dup
+// failed. Allocation-free.
+bool PlaceKernelDescriptors(int host, int kernel_end, int layer) noexcept;
 
 // A session with network (jail/loopback.h): the relay's listener on the sandbox's loopback and
 // the connector to the host's proxy. The init passes each connection on as it is; both
@@ -88,7 +116,7 @@ struct SessionRelay {
 // host on `host_fd` until the host closes it, then ends everything else and exits; with
 // `relay`, relays the sandbox's connections to the host meanwhile. Single-threaded; between each
 // of its own clones and the exec no allocation happens (see session_init.cc).
-[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel, const KernelStart& start,
-                                 const SessionRelay& relay = {}) noexcept;
+[[noreturn]] void RunSessionInit(int host_fd, pid_t kernel, const KernelChannel& channel,
+                                 const KernelStart& start, const SessionRelay& relay = {}) noexcept;
 
 }  // namespace execbox::jail

@@ -176,7 +176,8 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
                      },
                  .stop_code = std::move(stop_code),
                  .code_ended = std::move(code_ended),
-                 .done_fd = channel_.Get(),
+                 .done_fd = options_.session ? channel_.Get() : -1,
+                 .report_end_claims_done = !options_.session,
                  .check_done = [this] { return code_.Check(options_.session); },
                  .base = base};
   Watch watch(spec, ch, out);

@@ -65,25 +65,31 @@ int MountTmpfs(const char* target, uint64_t bytes, uint64_t inodes, const char* 
   return ::mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, options);
 }
 
-// A kernel, from its channel (fd 3) on: what the first one does once the init has forked it,
-// and what each new one the init forks does (session_init.h).
-[[noreturn]] void BecomeKernel(const void* context, int channel, int layer) noexcept {
+// A kernel, its descriptors placed (PlaceKernelDescriptors): what the first one does once the
+// init has forked it, and what each new one the init forks does (session_init.h). The ready
+// byte goes to the host on `ready`, which is then closed: from here on the kernel's channel
+// reaches the init only.
+[[noreturn]] void BecomeKernel(const void* context, int ready, int layer) noexcept {
   const ZygoteSetup& setup = *static_cast<const ZygoteSetup*>(context);
-  // The relay is the init's: the code never holds the connector.
-  if (g_egress_port != 0) ::close_range(kRelayListenFd, kRelayConnectorFd, 0);
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
-  if (!wire::WriteExact(channel, "R", 1)) ::_exit(1);
-  setup.run_code(channel, true, layer, g_egress_port, g_prewarm);
+  if (!wire::WriteExact(ready, "R", 1)) ::_exit(1);
+  ::close(ready);
+  setup.run_code(kKernelChannelFd, true, layer, g_egress_port, g_prewarm);
   ::_exit(70);
 }
 
 // A session's process, locked down: it forks, the child goes on to be the kernel, and this
-// process stays pid 1 as the session's init (session_init.h). SIGCHLD is blocked across the
-// fork, so the init cannot miss the kernel's end; the kernel unblocks it. The init keeps the
-// dumpability it inherited from the zygote (none): nothing in the sandbox reads its descriptors,
-// the root's layer among them (kept for the kernels it may start later).
+// process stays pid 1 as the session's init (session_init.h), relaying the kernel's channel:
+// `channel` (the host's) stays the init's, and the kernel gets a pair's end instead. SIGCHLD is
+// blocked across the fork, so the init cannot miss the kernel's end; the kernel unblocks it.
+// The init keeps the dumpability it inherited from the zygote (none): nothing in the sandbox
+// reads its descriptors, the root's layer among them (kept for the kernels it may start later).
+// Returns in the kernel, with the host's socket at kKernelReadyFd for its ready byte.
 void ForkSessionInit(int channel, int init, int layer, const SessionRelay& relay, const ZygoteSetup& setup) noexcept {
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    CodeFail(channel, "socketpair for the kernel's channel");
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -91,12 +97,15 @@ void ForkSessionInit(int channel, int init, int layer, const SessionRelay& relay
   pid_t kernel = ::fork();
   if (kernel < 0) CodeFail(channel, "fork the session's kernel");
   if (kernel > 0) {
-    ::close(channel);
-    RunSessionInit(init, kernel, KernelStart{.run = BecomeKernel, .context = &setup, .layer = layer}, relay);
+    ::close(pair[1]);
+    (void)::fcntl(channel, F_SETFD, FD_CLOEXEC);  // placed as fd 3 without it
+    RunSessionInit(init, kernel, KernelChannel{.host = channel, .kernel = pair[0]},
+                   KernelStart{.run = BecomeKernel, .context = &setup, .layer = layer}, relay);
   }
-  ::close(init);
+  // The init's socket to the host and the relay's descriptors go too.
+  if (!PlaceKernelDescriptors(channel, pair[1], layer)) CodeFail(channel, "place the kernel's channel");
   ::sigprocmask(SIG_UNBLOCK, &chld, nullptr);
-  if (::setsid() < 0) CodeFail(channel, "setsid");
+  if (::setsid() < 0) CodeFail(kKernelReadyFd, "setsid");
 }
 
 // The proxies' addresses, for the code, its commands and the session's processes: what pip,
@@ -196,7 +205,7 @@ void SetProxyEnvironment(int port) {
   if (const char* step = LockDown(landlock, seccomp)) CodeFail(channel, step);
   if (init >= 0) {
     ForkSessionInit(channel, init, layer, relay, setup);
-    BecomeKernel(&setup, channel, layer);
+    BecomeKernel(&setup, kKernelReadyFd, layer);
   }
   // Dumpable like any exec'd process: the sandbox's own tools may read /proc/self.
   ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);

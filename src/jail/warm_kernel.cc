@@ -36,8 +36,6 @@ Status WarmChild::RestartKernel() {
   int on = 1;
   if (::setsockopt(channel->first.Get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0)
     return FailErrno("SO_PASSCRED");
-  struct stat channel_st {};
-  if (::fstat(channel->second.Get(), &channel_st) != 0) return FailErrno("fstat the channel");
   if (auto sent = init_->NewKernel(channel->second.Get()); !sent) return std::unexpected(sent.error());
   channel->second.Reset();
 
@@ -53,7 +51,7 @@ Status WarmChild::RestartKernel() {
   (void)::setsockopt(chan, SOL_SOCKET, SO_PASSCRED, &off, sizeof off);
   auto held = HoldKernel(pid_, kernel);
   if (!held) return std::unexpected(held.error());
-  auto code = CodeProcess::Open(kernel, held->Get(), channel_st.st_ino);
+  auto code = CodeProcess::Open(kernel, held->Get());
   if (!code) return std::unexpected(Context("the session's new kernel", code.error()));
   channel_ = std::move(channel->first);
   kernel_pidfd_ = std::move(*held);

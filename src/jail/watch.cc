@@ -98,24 +98,50 @@ void Watch::TakeDone() {
   }
 }
 
-// The code runs in the agent's process and can write the 'D' itself: it is believed only when
-// the kernel shows the process doing what the agent does next (check_done). A 'D' not followed
-// by that within kDoneCheckWindow was the code's: the tree is stopped and the execution ends as
-// kForgedDone, never as ok.
+namespace {
+// The agent's report ends with its exit event ({"type":"exit","code":N}, compact JSON), written
+// just before its os._exit.
+bool EndsWithExitEvent(std::string_view report) {
+  if (report.size() < 2 || report.back() != '\n') return false;
+  report.remove_suffix(1);
+  size_t start = report.rfind('\n');
+  std::string_view last = start == std::string_view::npos ? report : report.substr(start + 1);
+  return last.starts_with("{\"type\":\"exit\",\"code\":");
+}
+}  // namespace
+
+// A one-shot child's report ended: the agent's os._exit closes it (the process is then already
+// exiting), or the code closed it, or the process was killed. Believed only after the agent's
+// exit event (a process killed before it says nothing of how it ended: its wait status does),
+// and checked like a 'D'.
+void Watch::ClaimDoneAtReportEnd() {
+  if (!spec_.report_end_claims_done || exited_ || report_done_ || done_claim_void_ || done_claimed_at_)
+    return;
+  if (out_.report_truncated || !EndsWithExitEvent(out_.report)) return;
+  done_claimed_at_ = Clock::now();
+  claimed_by_report_end_ = true;
+  CheckDoneClaim();
+}
+
+// The code runs in the agent's process and can write the 'D' itself (to the session's init,
+// which relays it): it is believed only when the kernel shows the process doing what the agent
+// does next (check_done). A 'D' not followed by that within kDoneCheckWindow was the code's:
+// the tree is stopped and the execution ends as kForgedDone, never as ok. A report's end not
+// followed by the exit is the code's doing too, and only voided: the exit or a limit ends it.
 void Watch::CheckDoneClaim() {
   if (!done_claimed_at_ || exited_ || stop_reason_) return;
   DoneCheck c = spec_.check_done ? spec_.check_done() : DoneCheck::kNotYet;
   if (c == DoneCheck::kConfirmed) {
     done_claimed_at_.reset();
     report_done_ = true;
-    TakeDone();
+    if (spec_.done_fd >= 0) TakeDone();
   } else if (c == DoneCheck::kEnding) {
     done_claimed_at_.reset();  // the zygote's kExited, not the marker, ends this execution
     done_claim_void_ = true;
   } else if (Clock::now() - *done_claimed_at_ >= kDoneCheckWindow) {
     done_claimed_at_.reset();
     done_claim_void_ = true;
-    Stop(Ending::kForgedDone);
+    if (!claimed_by_report_end_) Stop(Ending::kForgedDone);
   }
 }
 
@@ -175,6 +201,7 @@ void Watch::ReadReport() {
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     ch_.report_read.Reset();
+    ClaimDoneAtReportEnd();
     return;
   }
   if (out_.report.size() + static_cast<size_t>(n) > kReportCap) {

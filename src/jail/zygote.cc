@@ -302,8 +302,6 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
       return FailErrno("SO_PASSCRED");
   }
   UniqueFd init_host(init_pair[0]), init_child(init_pair[1]);
-  struct stat channel_st {};
-  if (::fstat(channel->second.Get(), &channel_st) != 0) return FailErrno("fstat the channel");
   const Limits& l = options.limits;
   WarmChildSpec spec{.session = options.session ? 1u : 0u,
                      .work_dir_bytes = l.work_dir_bytes,
@@ -400,7 +398,7 @@ Expected<std::unique_ptr<WarmChild>> Zygote::Spawn(const WarmChildOptions& optio
     child->init_ = std::make_shared<InitLink>(std::move(init_host));
   }
   child->kernel_pid_ = kernel;
-  auto code = CodeProcess::Open(kernel, kernel_pidfd, channel_st.st_ino);
+  auto code = CodeProcess::Open(kernel, kernel_pidfd);
   if (!code) return std::unexpected(Context("warm child", code.error()));
   child->code_ = std::move(*code);
   child->alive_ = true;

@@ -970,13 +970,23 @@ TEST_F(WarmSessions, NonAsciiFileNamesGoBothWays) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
-// ---- a done marker the code forged (the code can write to its own channel) ----
-// The agent's "D" ends an execution only once the kernel shows the code's process doing what
-// the agent does next: exiting (one-shot), or waiting on its channel for the next request
-// (session). A "D" followed by anything else is reported as the code's doing, never as ok.
+// ---- the channel out of the code's reach, and what the code can still forge ----
+// A one-shot child closes its channel before the code runs: its report's end (checked by the
+// host's /proc: the process is exiting) ends the execution. A session's kernel holds a channel
+// to its init, which passes up nothing but a 'D', and the host believes a 'D' only once the
+// kernel shows the process doing what the agent does next: waiting on its channel for the next
+// request. A claim followed by anything else is reported as the code's doing, never as ok.
 
 constexpr const char* kForgeDoneThenSpin =
     "import os\nos.write(3, b'D')\nprint('after', flush=True)\nwhile True: pass";
+
+// The report fd (the agent keeps it high): an exit event written on it and the fd closed, as the
+// agent's os._exit would.
+constexpr const char* kForgeReportEnd =
+    "import os\nfor fd in [int(f) for f in os.listdir('/proc/self/fd')]:\n"
+    "    if fd >= 100:\n"
+    "        try:\n            os.write(fd, b'{\"type\":\"exit\",\"code\":0}\\n'); os.close(fd)\n"
+    "        except OSError: pass\n";
 
 void ExpectForged(const Result& r, const std::string& describe) {
   EXPECT_EQ(r.status, Status::kError) << describe;
@@ -985,28 +995,35 @@ void ExpectForged(const Result& r, const std::string& describe) {
   EXPECT_NE(r.error->evalue.find("result channel"), std::string::npos) << describe;
 }
 
-TEST_F(Warm, AForgedDoneMarkerDoesNotEndAnExecutionAsOk) {
+TEST_F(Warm, AOneShotChildsCodeHoldsNoSocket) {
+  Result r =
+      Run("import os, stat\nfds = [int(f) for f in os.listdir('/proc/self/fd')]\n"
+          "socks = []\nfor fd in fds:\n    try:\n        if stat.S_ISSOCK(os.fstat(fd).st_mode): "
+          "socks.append(fd)\n"
+          "    except OSError: pass\nprint(socks)\n"
+          "try:\n    os.write(3, b'D')\nexcept OSError as e:\n    print(e.errno)");
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  EXPECT_EQ(Out(r), "[]\n9\n") << Describe(r);
+}
+
+TEST_F(Warm, AForgedReportEndDoesNotEndAnExecutionAsOk) {
   jail::Limits limits = Program("").limits;
   limits.wall_time = std::chrono::seconds(3);
-  Result r = Run(kForgeDoneThenSpin, limits);
-  EXPECT_NE(r.status, Status::kOk) << Describe(r);
-  ExpectForged(r, Describe(r));
-  EXPECT_EQ(Out(r), "after\n") << "what the code printed after the marker is kept: " << Describe(r);
+  Result r = Run(std::string(kForgeReportEnd) + "print('after', flush=True)\nwhile True: pass", limits);
+  EXPECT_EQ(r.status, Status::kTimeout) << Describe(r);
+  EXPECT_EQ(Out(r), "after\n") << "what the code printed after its report's end is kept: " << Describe(r);
   Result after = Run("print('healthy')");
   EXPECT_EQ(after.status, Status::kOk) << Describe(after);
   EXPECT_EQ(Out(after), "healthy\n") << Describe(after);
 }
 
-TEST_F(Warm, AForgedDoneMarkerThenTheMemoryLimitIsNeverOk) {
+TEST_F(Warm, AForgedReportEndThenTheMemoryLimitIsNeverOk) {
   jail::Limits limits = Program("").limits;
   limits.wall_time = std::chrono::seconds(10);
-  Result r =
-      Run("import os\nos.write(3, b'D')\nx = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])\n"
-          "while True: pass",
-          limits);
-  EXPECT_NE(r.status, Status::kOk) << Describe(r);
-  EXPECT_TRUE(r.status == Status::kMemoryLimit || (r.error && r.error->ename == "SandboxError"))
-      << Describe(r);
+  Result r = Run(std::string(kForgeReportEnd) +
+                     "x = bytearray(1 << 30)\nx[::4096] = b'1' * len(x[::4096])\nwhile True: pass",
+                 limits);
+  EXPECT_EQ(r.status, Status::kMemoryLimit) << Describe(r);
 }
 
 TEST_F(Warm, NormalExecutionsWithThreadsLeftRunningAreOk) {

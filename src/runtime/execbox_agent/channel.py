@@ -6,7 +6,10 @@
 #             attached by SCM_RIGHTS: [stdin read end, stdout, stderr, report write ends]
 #     body:   that many bytes of UTF-8 JSON, the request above plus optional
 #             "inputs": [{"name": relative path, "content_base64": str}]
-# and from the child, one byte b"D" when an execution's report is complete. EOF where a header
+# and from a session's child, one byte b"D" when an execution's report is complete (a session's
+# kernel talks to its init, which relays the requests and passes on nothing but that byte). A
+# one-shot child closes the channel once its request has arrived, before any code runs: its
+# report's end and its exit end the execution. EOF where a header
 # would start ends the child. A broken header (wrong fd count, truncated control data, EOF
 # inside it or the body) or a body that is not JSON: a message on stderr (the request's too,
 # and an internal error and exit event on its report when its fds arrived) and exit 70. A JSON
@@ -38,6 +41,11 @@ class Channel:
         self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, fd)
         # Room for a few more fds than expected, so that a wrong count is reported as such.
         self._ancillary = _socket.CMSG_SPACE(4 * (CHANNEL_FDS + 12))
+
+    def close(self):
+        """Lets go of the channel: a one-shot child does so before the code runs, so the code
+        holds nothing that reaches the host."""
+        self._sock.close()
 
     def send_done(self):
         try:

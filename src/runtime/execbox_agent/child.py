@@ -5,9 +5,10 @@
 # names and '..' refused); the first execution of a child reseeds `random` and numpy's global
 # RandomState (every child starts with the zygote's state); then the request runs as a cold
 # one does, with SIGINT raising KeyboardInterrupt and SIGPIPE ignored, as in python3.
-#   - One-shot (session false): the child ends like the cold agent (threads joined, atexit
-#     handlers run, exit event, os._exit(code)), with b"D" written on the channel between the
-#     exit event and os._exit: the host may answer before the process has wound down.
+#   - One-shot (session false): the channel is closed as soon as the request has arrived,
+#     before any code runs; the child ends like the cold agent (threads joined, atexit handlers
+#     run, exit event, os._exit(code)). The report's end, once the host sees the process
+#     exiting, lets it answer before the process has wound down.
 #   - Session (session true): the globals (one __main__ module per context, see below), imports,
 #     open files and threads persist from one execution to the next; display(), print() and
 #     pyplot.show() report to the current execution. An execution ends without joining threads or
@@ -191,6 +192,8 @@ class ChildServer:
                 channel_failure(str(exc), exc.fds)
             if received is None:
                 os._exit(0)  # the host is done with this child
+            if not self.session:  # before any code runs: nothing it holds reaches the host
+                self.channel.close()
             self.handle(*received)
 
     def handle(self, fds, body):
@@ -272,13 +275,13 @@ class ChildServer:
                 pass
             exit_code = INTERNAL_ERROR_EXIT
         if not self.session:
-            # The report is complete: "D" lets the host answer now, while this process (pid 1
-            # of its namespace, whose exit takes every other process with it) winds down.
+            # os._exit closes the report once this process (pid 1 of its namespace, whose exit
+            # takes every other process with it) is exiting: the host may answer then, while it
+            # winds down.
             if state is None:
                 reporter.emit({"type": "exit", "code": exit_code})
-                self.channel.send_done()
                 os._exit(exit_code)
-            finish(state, exit_code, self.channel.send_done)
+            finish(state, exit_code)
         self._end_execution(state, exit_code)
 
     def _copy_state(self, state, mode):
