@@ -275,13 +275,13 @@ class ChildServer:
                 pass
             exit_code = INTERNAL_ERROR_EXIT
         if not self.session:
-            # os._exit closes the report once this process (pid 1 of its namespace, whose exit
-            # takes every other process with it) is exiting: the host may answer then, while it
-            # winds down.
+            # The report closed, then os._exit: the host may answer once it sees this process
+            # (pid 1 of its namespace) exiting, while the exit tears it down.
             if state is None:
                 reporter.emit({"type": "exit", "code": exit_code})
+                reporter.close()
                 os._exit(exit_code)
-            finish(state, exit_code)
+            finish(state, exit_code, reporter.close)
         self._end_execution(state, exit_code)
 
     def _copy_state(self, state, mode):
