@@ -33,24 +33,28 @@ Refusal ShuttingDown() {
 Ticket::Ticket(Ticket&& other) noexcept
     : admission_(std::exchange(other.admission_, nullptr)),
       caller_id_(std::move(other.caller_id_)),
-      waiting_seq_(std::exchange(other.waiting_seq_, std::nullopt)) {}
+      waiting_seq_(std::exchange(other.waiting_seq_, std::nullopt)),
+      light_(other.light_),
+      overflow_(std::exchange(other.overflow_, false)) {}
 
 Ticket& Ticket::operator=(Ticket&& other) noexcept {
   if (this != &other) {
-    if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_);
+    if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_, overflow_);
     admission_ = std::exchange(other.admission_, nullptr);
     caller_id_ = std::move(other.caller_id_);
     waiting_seq_ = std::exchange(other.waiting_seq_, std::nullopt);
+    light_ = other.light_;
+    overflow_ = std::exchange(other.overflow_, false);
   }
   return *this;
 }
 
 Ticket::~Ticket() {
-  if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_);
+  if (admission_ != nullptr) admission_->Leave(caller_id_, waiting_seq_, overflow_);
 }
 
-Admission::Admission(size_t max_running, size_t max_queue)
-    : max_running_(std::max<size_t>(max_running, 1)), max_queue_(max_queue) {}
+Admission::Admission(size_t max_running, size_t max_queue, size_t light_slots)
+    : max_running_(std::max<size_t>(max_running, 1)), max_queue_(max_queue), light_slots_(light_slots) {}
 
 Refused<Ticket> Admission::Reserve(const Caller& caller) {
   std::lock_guard lock(mu_);
@@ -93,8 +97,12 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
     return std::unexpected(std::move(refusal));
   }
 
-  // A free slot with nobody waiting: run now.
-  const bool run_now = running_ < max_running_ && waiting_.empty();
+  // A free slot with nobody waiting: run now. Else a caller with nothing running or queued may
+  // take a light caller's slot, if one is free.
+  const bool light = bucket.active == 0;
+  const bool overflow =
+      !(running_ < max_running_ && waiting_.empty()) && light && overflow_running_ < light_slots_;
+  const bool run_now = (running_ < max_running_ && waiting_.empty()) || overflow;
   if (!run_now && caller.caps.max_queued && waiting_.size(caller.id) >= *caller.caps.max_queued) {
     const size_t mine = waiting_.size(caller.id);
     return std::unexpected(OverCap(RefusalReason::kKeyQueue, caller.id, "max_queued", *caller.caps.max_queued,
@@ -109,10 +117,14 @@ Refused<Ticket> Admission::Reserve(const Caller& caller) {
   if (caller.rate_per_second > 0) bucket.tokens -= 1;
   ++bucket.active;
   if (run_now) {
-    ++running_;
-    return Ticket(this, caller.id);
+    ++(overflow ? overflow_running_ : running_);
+    Ticket ticket(this, caller.id);
+    ticket.light_ = light;
+    ticket.overflow_ = overflow;
+    return ticket;
   }
   Ticket ticket(this, caller.id);
+  ticket.light_ = light;
   ticket.waiting_seq_ = next_seq_++;
   waiting_.Push(caller.id, *ticket.waiting_seq_);
   ++queued_;
@@ -165,7 +177,7 @@ bool Admission::closed() const {
 
 size_t Admission::running() const {
   std::lock_guard lock(mu_);
-  return running_;
+  return running_ + overflow_running_;
 }
 
 size_t Admission::queued() const {
@@ -184,9 +196,11 @@ std::map<std::string, KeyUse> Admission::Use() const {
   return use;
 }
 
-void Admission::Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq) {
+void Admission::Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq, bool overflow) {
   std::lock_guard lock(mu_);
-  if (waiting_seq) {
+  if (overflow) {
+    if (overflow_running_ > 0) --overflow_running_;
+  } else if (waiting_seq) {
     if (granted_.erase(*waiting_seq) > 0) {  // given a slot it never used
       if (running_ > 0) --running_;
     } else if (waiting_.Remove(caller_id, *waiting_seq) && queued_ > 0) {  // still queued: it never ran

@@ -40,6 +40,9 @@ class Ticket {
   Ticket& operator=(Ticket&& other) noexcept;
   ~Ticket();
   bool queued() const { return waiting_seq_.has_value(); }
+  // The caller had nothing else running or queued when this was reserved: a light caller, for
+  // whom the pool keeps a prepared child (ExecuteOptions::light).
+  bool light() const { return light_; }
 
  private:
   friend class Admission;
@@ -48,11 +51,18 @@ class Ticket {
   Admission* admission_ = nullptr;
   std::string caller_id_;
   std::optional<uint64_t> waiting_seq_;  // set while queued, not yet running
+  bool light_ = false;
+  bool overflow_ = false;  // holds the light callers' extra slot, not one of max_running
 };
 
 class Admission {
  public:
-  Admission(size_t max_running, size_t max_queue);
+  // `light_slots`: beyond max_running, this many extra slots run at once for callers with
+  // nothing else running or queued, when every slot is taken: a key that floods fills the slots
+  // and the queue, and another key's single request still starts at once instead of waiting
+  // for one of the flood's executions to end. Bounded, so many light callers queue like the
+  // rest; the queue is never served from them.
+  Admission(size_t max_running, size_t max_queue, size_t light_slots = 0);
   // Never blocks: a running ticket, a queued one, or the refusal ("rate-limited",
   // "key-concurrency", "key-queue" (caller.caps.max_queued; unset: no cap of its own),
   // "queue-full", "shutting-down"). A refused request takes no rate token.
@@ -71,7 +81,7 @@ class Admission {
 
  private:
   friend class Ticket;
-  void Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq);
+  void Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq, bool overflow);
   // Hands free running slots to waiters, in turn (under mu_).
   void Dispatch();
   struct Bucket {
@@ -81,8 +91,9 @@ class Admission {
   };
   mutable std::mutex mu_;
   std::condition_variable freed_;
-  size_t max_running_, max_queue_;
+  size_t max_running_, max_queue_, light_slots_;
   size_t running_ = 0, queued_ = 0;
+  size_t overflow_running_ = 0;  // in the light callers' slots
   bool closed_ = false;
   std::map<std::string, Bucket> callers_;
   // Waiters by caller, served in turn; a new request never overtakes the queue. A waiter given a

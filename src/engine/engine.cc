@@ -70,7 +70,7 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const Exec
   std::optional<jail::Outcome> outcome;
   const ZygoteKind kind = pool_->has_lean() ? ChooseZygote(program) : ZygoteKind::kFull;
   for (int attempt = 0; attempt < 2 && !outcome; ++attempt) {
-    auto child = pool_->Acquire(program.limits, false, -1, kind);
+    auto child = pool_->Acquire(program.limits, false, -1, kind, options.light);
     if (!child) break;
     auto o = (*child)->Execute(*request, program.stdin_data, program.limits, hooks);
     pool_->Retire(std::move(*child));

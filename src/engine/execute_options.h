@@ -29,6 +29,10 @@ struct ExecuteOptions {
   uint64_t max_bytes = 0;
   // The operator's answers for names ([network] hosts_file); may be null.
   std::shared_ptr<const NetHosts> hosts;
+  // The caller had nothing else running or queued (Ticket::light): it may take the prepared
+  // child the pool keeps for such callers (Pool::Acquire). The gate sets it; a direct caller of
+  // the engine (the CLI, benchmarks) is one caller, light.
+  bool light = true;
 };
 
 }  // namespace execbox::engine

@@ -71,7 +71,7 @@ Gate::Gate(Engine& engine, GateOptions options)
       max_running_(options_.max_running != 0
                        ? options_.max_running
                        : std::max<size_t>(2, 2 * (engine.pool() ? engine.pool()->options().workers : 1))),
-      admission_(max_running_, options_.max_queue) {}
+      admission_(max_running_, options_.max_queue, options_.light_caller_slots) {}
 
 Refusal Gate::Internal(const std::string& what, const std::string& detail) const {
   auto id = RandomHex(6);
@@ -238,6 +238,7 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
       outcome = std::unexpected(FromSession(r.error(), session_id));
   } else {
     ExecuteOptions with_network = options;
+    with_network.light = a.ticket.light();
     if (a.request.network) {
       with_network.network = &*a.request.network;
       with_network.max_connections = options_.network_max_connections;

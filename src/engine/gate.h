@@ -66,6 +66,9 @@ struct GateOptions {
   LimitsConfig limits;
   size_t max_running = 0;  // executions running at once; 0: two per warm worker, at least 2
   size_t max_queue = 64;   // waiting beyond those; past it, a refusal
+  // Extra slots for a caller with nothing else running or queued while all are taken
+  // (Admission's light_slots): another key's single request starts beside a flood.
+  size_t light_caller_slots = 1;
   // The widest network policy a request may ask for ([network] in the server's configuration):
   // a request's allow entries must each be covered by one of these, and these deny entries
   // are added to every request's. No allow entries: no request may have network.

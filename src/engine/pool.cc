@@ -109,7 +109,7 @@ jail::WarmChildOptions Pool::ChildOptions(const jail::Limits& limits, bool sessi
 }
 
 Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& limits, bool session,
-                                                         int egress_fd, ZygoteKind kind) {
+                                                         int egress_fd, ZygoteKind kind, bool light) {
   if (session) kind = ZygoteKind::kFull;  // a session may import anything, later
   std::shared_ptr<Worker> from;
   {
@@ -132,7 +132,13 @@ Expected<std::unique_ptr<jail::WarmChild>> Pool::Acquire(const jail::Limits& lim
     if (kind == ZygoteKind::kLean && !alive_of(kind)) kind = ZygoteKind::kFull;
     auto count = [&] { ++(kind == ZygoteKind::kLean ? stats_.served_lean : stats_.served_full); };
     // A prepared child has no network: one with a connector is made for it.
-    if (egress_fd < 0 && Matches(limits)) {
+    // The last prepared one-shot children of the kind are the light callers' (kKeptForLight).
+    size_t prepared_of_kind = 0;
+    for (auto& w : workers_) {
+      if (w && w->kind == kind) prepared_of_kind += w->prepared.size();
+    }
+    const bool may_take = session || light || prepared_of_kind > kKeptForLight;
+    if (egress_fd < 0 && may_take && Matches(limits)) {
       for (size_t i = 0; i < workers_.size(); ++i) {
         auto& w = workers_[(next_ + i) % workers_.size()];
         if (!w || w->kind != kind) continue;

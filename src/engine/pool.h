@@ -88,9 +88,14 @@ class Pool {
   // `egress_fd` (a session's, else -1): the connector to the session's network proxy
   // (egress_proxy.h); such a child is always forked on demand, with its relay on
   // runtime::kEgressPort. `kind`: the zygote it should come from (sessions: always full); a
-  // lean request falls back to a full worker when no lean one is alive.
+  // lean request falls back to a full worker when no lean one is alive. `light`: the caller has
+  // nothing else running (ExecuteOptions::light); others leave the last prepared one-shot child
+  // of the kind (kKeptForLight) and fork one on demand, so that under one key's flood another
+  // key's single request still finds a child ready.
+  static constexpr size_t kKeptForLight = 1;
   Expected<std::unique_ptr<jail::WarmChild>> Acquire(const jail::Limits& limits, bool session,
-                                                     int egress_fd = -1, ZygoteKind kind = ZygoteKind::kFull);
+                                                     int egress_fd = -1, ZygoteKind kind = ZygoteKind::kFull,
+                                                     bool light = true);
   // Whether a lean worker is configured (a request routed to one may still get a full child).
   bool has_lean() const { return options_.lean_workers > 0; }
   // Ends a used child in the background (kill, reap, remove its cgroup): a request need not

@@ -151,6 +151,44 @@ TEST(Admission, AGrantedTicketDroppedBeforeItsWaitFreesItsSlot) {
   EXPECT_FALSE(next->queued());
 }
 
+// A key that floods fills the slots and the queue; another key's single request starts at once
+// in the light callers' slot, and a second one of its own waits its turn like the rest.
+TEST(Admission, ACallerWithNothingRunningStartsAtOnceBesideAFlood) {
+  Admission admission(2, 100, 1);
+  std::vector<Ticket> flood;
+  for (int i = 0; i < 6; ++i) {
+    auto t = admission.Reserve(Key("flood"));
+    ASSERT_TRUE(t.has_value());
+    EXPECT_EQ(t->queued(), i >= 2) << i;
+    EXPECT_EQ(t->light(), i == 0) << i;
+    flood.push_back(std::move(*t));
+  }
+  auto quiet = admission.Reserve(Key("quiet"));
+  ASSERT_TRUE(quiet.has_value());
+  EXPECT_FALSE(quiet->queued());
+  EXPECT_TRUE(quiet->light());
+  EXPECT_EQ(admission.running(), 3u);
+  auto second = admission.Reserve(Key("quiet"));  // quiet has one running: not light
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(second->queued());
+  EXPECT_FALSE(second->light());
+  auto other = admission.Reserve(Key("other"));  // light, but the light slot is taken
+  ASSERT_TRUE(other.has_value());
+  EXPECT_TRUE(other->queued());
+  *quiet = Ticket();  // the light slot is free again; the queue is not served from it
+  EXPECT_EQ(admission.running(), 2u);
+  EXPECT_EQ(admission.queued(), 6u);
+  auto again = admission.Reserve(Key("late"));
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(again->queued());
+  flood.clear();
+  *second = Ticket();
+  *other = Ticket();
+  *again = Ticket();
+  EXPECT_EQ(admission.running(), 0u);
+  EXPECT_EQ(admission.queued(), 0u);
+}
+
 TEST(KeyCaps, AKeysOwnCapWinsAndTheRestComeFromTheDefaults) {
   KeyCaps own{.max_sessions = 2};
   const KeyCaps resolved = own.Or(DefaultKeyCaps());

@@ -138,7 +138,7 @@ run_ctest cold -j 2 -R '^(Modes/(Run|Hostile|HostileSession|Repl)\.|CgroupTest|D
 
 # The HTTP API as root (warm pool in the root's group) and as the user (delegated group).
 check http-api '^OK' /usr/bin/python3 "$src/tests/http/run.py" "$build/execbox" "$build/execbox-worker" \
-  test_unprivileged test_api.ExecuteTest test_api.SessionTest
+  test_unprivileged test_api.ExecuteTest test_api.SessionTest test_redteam.RedTeamUnprivilegedTest
 # The kernel's view, for a failure's post-mortem (OOM kills, pids refusals, oopses).
 dmesg >"$out/dmesg.log" 2>&1
 if [ "$failed" -ne 0 ]; then
