@@ -350,7 +350,8 @@ void CloseRelay() {
 }
 
 // As much of the host's chunk as the kernel's socket takes now, its descriptors with the first
-// byte. A kernel that is gone (EPIPE) takes nothing more: the chunk is dropped.
+// byte. A kernel whose end is gone (EPIPE) takes nothing more: the relay closes, so that the
+// host's next send fails at once rather than wait for a reader.
 void RelayDown() {
   while (g_relay.off < g_relay.len) {
     char cbuf[CMSG_SPACE(sizeof(int) * kRelayFds)];
@@ -372,9 +373,7 @@ void RelayDown() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT brings the rest
     if (n <= 0) {
-      g_relay.len = g_relay.off = 0;
-      DropPendingFds();
-      g_relay.kernel_open = false;
+      CloseRelay();
       return;
     }
     g_relay.off += static_cast<size_t>(n);
@@ -443,7 +442,9 @@ void RelayFromKernel() {
       }
     }
     if (n <= 0) {
-      g_relay.kernel_open = false;  // its end closed: the reaping closes the rest
+      // Its end closed (the code may close its fd 3) or broke: the host's socket hangs up too,
+      // so that the host neither waits on a relay nobody reads nor believes the kernel serves.
+      CloseRelay();
       return;
     }
     if (std::memchr(up, 'D', static_cast<size_t>(n)) != nullptr) {

@@ -1060,6 +1060,27 @@ TEST_F(WarmSessions, AForgedDoneMarkerLosesTheSessionAndTheNextExecutionWorks) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// The kernel's channel closed by the code: its init closes the host's end too, so the host
+// neither believes the kernel still serves nor waits on a relay nobody reads; the session gets a
+// new kernel and the next execution runs.
+TEST_F(WarmSessions, ACodeThatClosesItsChannelLosesTheKernelNotTheSession) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Result first = Exec(s->id, "open('kept.txt', 'w').write('file')\nx = 1");
+  EXPECT_EQ(first.status, Status::kOk) << Describe(first);
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(10);
+  Result closed = Exec(s->id, "import os\nos.close(3)\nprint('closed')", limits);
+  EXPECT_NE(closed.status, Status::kOk) << Describe(closed);
+  EXPECT_EQ(Out(closed), "closed\n") << Describe(closed);
+  for (const char* code : {"print('x' in globals(), open('kept.txt').read())", "print('again')"}) {
+    Result next = Exec(s->id, code);
+    EXPECT_EQ(next.status, Status::kOk) << Describe(next);
+    EXPECT_EQ(Out(next), code[7] == 'x' ? "False file\n" : "again\n") << Describe(next);
+  }
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 TEST_F(WarmSessions, AForgedDoneMarkerThenTheMemoryLimitIsNeverOk) {
   auto s = S().Create();
   ASSERT_TRUE(s.has_value()) << s.error().message;
