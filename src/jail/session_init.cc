@@ -326,6 +326,40 @@ void Start(int host, const Header& h, uint32_t payload_size, const int* fds, int
   if (master >= 0) ::close(master);
 }
 
+// One recvmsg without waiting (the host's messages, the kernel's channel both ways): the bytes
+// into `buf`; the first `max_fds` descriptors that came with them into `fds` (`*kept` of them),
+// close-on-exec, any beyond closed and counted in `*dropped`; `*flags` the message's flags.
+// Returns what recvmsg returned (errno as it set it).
+ssize_t ReceiveWithFds(int sock, void* buf, size_t size, int* fds, int max_fds, int* kept, int* dropped,
+                       int* flags) {
+  char cbuf[CMSG_SPACE(sizeof(int) * 16)];
+  struct iovec iov = {.iov_base = buf, .iov_len = size};
+  struct msghdr msg {};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = cbuf;
+  msg.msg_controllen = sizeof cbuf;
+  *kept = *dropped = *flags = 0;
+  ssize_t n = ::recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n < 0) return n;
+  *flags = msg.msg_flags;
+  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (*kept < max_fds) {
+        fds[(*kept)++] = fd;
+      } else {
+        ::close(fd);
+        ++*dropped;
+      }
+    }
+  }
+  return n;
+}
+
 void DropPendingFds() {
   for (int i = 0; i < g_relay.nfds; ++i) ::close(g_relay.fds[i]);
   g_relay.nfds = 0;
@@ -384,28 +418,10 @@ void RelayDown() {
 
 // One chunk from the host, once the last has gone down. The host's EOF becomes the kernel's.
 void RelayFromHost() {
-  char cbuf[CMSG_SPACE(sizeof(int) * kRelayFds)];
-  struct iovec iov = {.iov_base = g_relay.down, .iov_len = sizeof g_relay.down};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(g_relay.host, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  int dropped = 0, flags = 0;
+  ssize_t n = ReceiveWithFds(g_relay.host, g_relay.down, sizeof g_relay.down, g_relay.fds, kRelayFds,
+                             &g_relay.nfds, &dropped, &flags);
   if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-      if (g_relay.nfds < kRelayFds) {
-        g_relay.fds[g_relay.nfds++] = fd;
-      } else {
-        ::close(fd);
-      }
-    }
-  }
   if (n <= 0) {  // the host is done with this kernel: it reads EOF where a request would start
     DropPendingFds();
     g_relay.host_open = false;
@@ -421,26 +437,11 @@ void RelayFromHost() {
 // one 'D', anything else is dropped, any descriptor closed. The host checks the 'D' itself.
 void RelayFromKernel() {
   char up[4096];
-  char cbuf[CMSG_SPACE(sizeof(int) * 16)];
   for (int batch = 0; batch < 16; ++batch) {
-    struct iovec iov = {.iov_base = up, .iov_len = sizeof up};
-    struct msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cbuf;
-    msg.msg_controllen = sizeof cbuf;
-    ssize_t n = ::recvmsg(g_relay.kernel, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    int kept = 0, dropped = 0, flags = 0;
+    ssize_t n = ReceiveWithFds(g_relay.kernel, up, sizeof up, nullptr, 0, &kept, &dropped, &flags);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        ::close(fd);
-      }
-    }
     if (n <= 0) {
       // Its end closed (the code may close its fd 3) or broke: the host's socket hangs up too,
       // so that the host neither waits on a relay nobody reads nor believes the kernel serves.
@@ -496,26 +497,16 @@ void SignalProcess(const Header& h) {
 
 // One message from the host. False when the host is gone.
 bool ServeHost(int host) {
-  char cbuf[CMSG_SPACE(sizeof(int) * 4)];
-  struct iovec iov = {.iov_base = g_message, .iov_len = sizeof g_message - 1};
-  struct msghdr msg {};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = cbuf;
-  msg.msg_controllen = sizeof cbuf;
-  ssize_t n = ::recvmsg(host, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
-  if (n <= 0) return false;
   int fds[4];
-  int nfds = 0;
-  for (struct cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < count && nfds < 4; ++i)
-      std::memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+  int nfds = 0, dropped = 0, flags = 0;
+  ssize_t n = ReceiveWithFds(host, g_message, sizeof g_message - 1, fds, 4, &nfds, &dropped, &flags);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) {
+    for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+    return false;
   }
   Header h;
-  bool framed = static_cast<size_t>(n) >= sizeof h && (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
+  bool framed = static_cast<size_t>(n) >= sizeof h && dropped == 0 && (flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
   if (framed) {
     std::memcpy(&h, g_message, sizeof h);
     framed = h.magic == init_wire::kMagic && h.payload == static_cast<size_t>(n) - sizeof h;
