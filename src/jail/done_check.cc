@@ -187,6 +187,16 @@ bool CodeProcess::AsleepAndIdle() {
   auto now = std::chrono::steady_clock::now();
   bool idle = fields[0] == 'S' && last_look_ != std::chrono::steady_clock::time_point{} &&
               runtime == last_runtime_ns_ && now - last_look_ >= std::chrono::milliseconds(1);
+  // Where the kernel names the wait (wchan takes read access only, not the attach access
+  // syscall needs, which Yama's ptrace_scope 1 gives ancestors alone), it must be a read on a
+  // unix stream socket: a main thread asleep in time.sleep() or a lock after a forged 'D' is not
+  // the agent parked. "0": not named (no access, or running).
+  if (idle) {
+    std::snprintf(path, sizeof path, "task/%d/wchan", static_cast<int>(pid_));
+    char wchan[128];
+    ssize_t w = ReadAt(dir_.Get(), path, wchan, sizeof wchan);
+    if (w > 0 && std::strcmp(wchan, "0") != 0 && std::strncmp(wchan, "unix_stream", 11) != 0) idle = false;
+  }
   if (runtime != last_runtime_ns_ || fields[0] != 'S' ||
       last_look_ == std::chrono::steady_clock::time_point{}) {
     last_runtime_ns_ = runtime;

@@ -48,8 +48,9 @@ class CodeProcess {
   // and 2 allow it too (the host is its ancestor and owns that namespace). Empty where the
   // kernel still refuses (ptrace_scope 3, another LSM).
   std::optional<bool> BlockedOnChannel() const;
-  // The fallback there: the main thread is in an interruptible sleep and its run time (from
-  // schedstat, readable without ptrace access) has not moved for a millisecond.
+  // The fallback there: the main thread is in an interruptible sleep, its run time (from
+  // schedstat, readable without ptrace access) has not moved for a millisecond, and where
+  // wchan names its wait, it is a unix stream socket's read.
   bool AsleepAndIdle();
 
   UniqueFd dir_;  // /proc/<pid>: bound to this process, so a reused pid is never read

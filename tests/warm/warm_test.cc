@@ -1143,6 +1143,10 @@ TEST_F(WarmSessions, TheFallbackCheckStillTellsAForgeryFromAParkedAgent) {
   Result forged = Exec(s->id, kForgeDoneThenSpin, limits);
   ExpectForged(forged, Describe(forged));
   EXPECT_FALSE(forged.session->preserved) << Describe(forged);
+  // A forgery followed by sleep (asleep and idle, as a parked agent is): the kernel's wchan
+  // names the wait, and it is not the channel's.
+  Result asleep = Exec(s->id, "import os, time\nos.write(3, b'D')\ntime.sleep(30)", limits);
+  EXPECT_NE(asleep.status, Status::kOk) << Describe(asleep);
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
