@@ -219,11 +219,13 @@ TEST_F(SessionProcess, APtyRunsBashWhichEchoesAndFollowsAResize) {
 }
 
 TEST_F(SessionProcess, AProcessOutlivesItsStartAndTheNextExecution) {
+  // The ticker writes every 0.1 s here; under emulation a tick takes far longer: wait for one.
   ProcessInfo p = StartOk(Shell("while true; do date +%s%N > ticks; sleep 0.1; done"));
-  Result r = Exec(
-      id_,
-      "import os, time\nwhile not os.path.exists('ticks') or not open('ticks').read():\n"
-      "    time.sleep(0.05)\na = open('ticks').read()\ntime.sleep(0.5)\nprint(a != open('ticks').read())");
+  Result r = Exec(id_,
+                  "import os, time\nwhile not os.path.exists('ticks') or not open('ticks').read():\n"
+                  "    time.sleep(0.05)\na = open('ticks').read()\ndeadline = time.time() + 10\n"
+                  "while a == open('ticks').read() and time.time() < deadline:\n    time.sleep(0.05)\n"
+                  "print(a != open('ticks').read())");
   EXPECT_EQ(Out(r), "True\n") << Describe(r);
   auto info = Table()->Get(p.pid);
   ASSERT_TRUE(info.has_value());
