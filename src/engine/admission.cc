@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "jail/cgroup.h"
+
 namespace execbox::engine {
 
 namespace {
@@ -183,6 +185,15 @@ size_t Admission::running() const {
 size_t Admission::queued() const {
   std::lock_guard lock(mu_);
   return queued_;
+}
+
+uint32_t Admission::CpuWeight(const Ticket& ticket) const {
+  std::lock_guard lock(mu_);
+  auto it = callers_.find(ticket.caller_id_);
+  const size_t active = it == callers_.end() ? 0 : it->second.active;
+  const size_t running = active - std::min(waiting_.size(ticket.caller_id_), active);
+  const size_t share = std::max<size_t>(running, 1);
+  return static_cast<uint32_t>(std::max<size_t>(jail::kDefaultCpuWeight / share, jail::kMinCpuWeight));
 }
 
 std::map<std::string, KeyUse> Admission::Use() const {

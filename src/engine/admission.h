@@ -76,6 +76,11 @@ class Admission {
 
   size_t running() const;
   size_t queued() const;
+  // The CPU weight of a running ticket's execution (ExecuteOptions::cpu_weight): the default
+  // shared by the caller's executions running now, each of n getting 1/n (at least the minimum).
+  // So while CPUs are contended a caller gets about as much of them as any other, however many
+  // of its executions run. Fixed when asked, as the execution starts.
+  uint32_t CpuWeight(const Ticket& ticket) const;
   // Each caller's executions running and queued now (callers with none left out).
   std::map<std::string, KeyUse> Use() const;
 

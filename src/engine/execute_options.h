@@ -33,6 +33,10 @@ struct ExecuteOptions {
   // child the pool keeps for such callers (Pool::Acquire). The gate sets it; a direct caller of
   // the engine (the CLI, benchmarks) is one caller, light.
   bool light = true;
+  // The execution's CPU weight while CPUs are contended (jail::Cgroup::SetCpuWeight); 0: the
+  // default. The gate gives each of a caller's n running executions 1/n of the default
+  // (Admission::CpuWeight), so a caller that floods shares the CPUs with another, not per execution.
+  uint32_t cpu_weight = 0;
 };
 
 }  // namespace execbox::engine

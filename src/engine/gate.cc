@@ -221,23 +221,25 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
         Reject(a.caller, a.origin, a.route, session_id, program.code, std::move(waited.error())));
   }
   if (options.on_started) options.on_started();
+  ExecuteOptions weighted = options;
+  weighted.cpu_weight = admission_.CpuWeight(a.ticket);
   const auto started = Clock::now();
   Refused<Result> outcome;
   if (program.mode == runtime::Mode::kCheck) {
     // Parsing needs none of the warm stack: a cold jail, whose agent never runs the code.
-    auto r = ExecuteCold(program, options);
+    auto r = ExecuteCold(program, weighted);
     if (r)
       outcome = std::move(*r);
     else
       outcome = std::unexpected(Internal("check", r.error().message));
   } else if (a.request.session_id) {
-    auto r = engine_.sessions()->Execute(a.caller.id, session_id, program, options);
+    auto r = engine_.sessions()->Execute(a.caller.id, session_id, program, weighted);
     if (r)
       outcome = std::move(*r);
     else
       outcome = std::unexpected(FromSession(r.error(), session_id));
   } else {
-    ExecuteOptions with_network = options;
+    ExecuteOptions with_network = weighted;
     with_network.light = a.ticket.light();
     if (a.request.network) {
       with_network.network = &*a.request.network;

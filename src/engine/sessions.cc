@@ -209,7 +209,10 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   }
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Invalid(request.error().message));
-  jail::RunHooks hooks{.on_output = options.on_output, .cancel = options.cancel, .cancel_too = &s->deleting};
+  jail::RunHooks hooks{.on_output = options.on_output,
+                       .cancel = options.cancel,
+                       .cancel_too = &s->deleting,
+                       .cpu_weight = options.cpu_weight};
   auto outcome = s->child->Execute(*request, program.stdin_data, program.limits, hooks);
   s->last_used = std::chrono::system_clock::now();
   ++s->executions;

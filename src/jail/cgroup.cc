@@ -184,6 +184,17 @@ Status Cgroup::SetLimits(const CgroupLimits& limits) {
                                   : ApplyV1Limits(dirs_, limits);
 }
 
+void Cgroup::SetCpuWeight(uint32_t weight) {
+  if (dirs_.empty() || !DetectCgroups().cpu_weight) return;
+  weight = std::clamp(weight, kMinCpuWeight, kMaxCpuWeight);
+  if (tier_ == CgroupTier::kV2) {
+    (void)WriteFile(dirs_.front() + "/cpu.weight", std::to_string(weight));
+  } else if (auto shares = FindFile(dirs_, "cpu.shares")) {
+    // v1's default is 1024 shares and its floor 2.
+    (void)WriteFile(*shares, std::to_string(std::max<uint64_t>(2, uint64_t{weight} * 1024 / 100)));
+  }
+}
+
 void Cgroup::ResetPeak() {
   // v1: max_usage_in_bytes restarts from the current usage; v2: memory.peak takes a write
   // since Linux 6.12 (older kernels refuse it and the peak stays the group's lifetime peak).

@@ -24,6 +24,13 @@ struct CgroupLimits {
   uint32_t max_pids = 0;      // processes + threads
 };
 
+// A group's share of the CPU when CPUs are contended, as cgroup v2's cpu.weight counts it: the
+// default is 100, and two busy groups of weight 100 and 50 get 2/3 and 1/3. (v1: cpu.shares, the
+// weight * 1024 / 100.) Idle CPU time is never held back: a weight is no limit.
+inline constexpr uint32_t kDefaultCpuWeight = 100;
+inline constexpr uint32_t kMinCpuWeight = 1;
+inline constexpr uint32_t kMaxCpuWeight = 10000;
+
 struct CgroupUsage {
   uint64_t cpu_ns = 0;
   uint64_t peak_memory_bytes = 0;  // 0 when the kernel does not report a peak
@@ -39,6 +46,9 @@ struct CgroupSupport {
   std::string why_not;                // when tier is kNone (or v1), what stopped the better tier
   bool memory_peak = false;
   bool swap_limit = false;
+  // The groups take a CPU weight (v2: the cpu controller was handed down; v1: a cpu hierarchy
+  // is mounted where this process may make groups). Without it groups still work, unweighted.
+  bool cpu_weight = false;
   // v2: this process's own group held it (a systemd unit or scope with Delegate=yes), so it moved
   // itself into the leaf "<own>/supervisor" to let <own> hand memory and pids down to "<own>/execbox".
   // Also set when a later v2 step failed after the move (why_not then says so).
@@ -71,6 +81,9 @@ class Cgroup {
   CgroupUsage ReadUsage() const;
   // Changes the memory and process limits of a live group.
   Status SetLimits(const CgroupLimits& limits);
+  // Sets the group's CPU weight (clamped to kMinCpuWeight..kMaxCpuWeight). Does nothing where the
+  // groups take no weight (CgroupSupport::cpu_weight); a failed write leaves the weight as it was.
+  void SetCpuWeight(uint32_t weight);
   // Starts the peak-memory counter again where the kernel allows it.
   void ResetPeak();
   // SIGKILLs every process in the group. v2 writes cgroup.kill where the kernel has it (5.14+);

@@ -1,4 +1,5 @@
-// cgroup v1: one group per controller hierarchy (memory, pids, cpuacct), and the limits.
+// cgroup v1: one group per controller hierarchy (memory, pids, cpuacct, and cpu where it may be
+// used), and the limits.
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -64,6 +65,7 @@ Status ProbeV1(CgroupSupport& s) {
     cpu = cpu || Exists(dir + "/cpuacct.usage");
     s.memory_peak = s.memory_peak || Exists(dir + "/memory.max_usage_in_bytes");
     s.swap_limit = s.swap_limit || Exists(dir + "/memory.memsw.limit_in_bytes");
+    s.cpu_weight = s.cpu_weight || Exists(dir + "/cpu.shares");  // cpu mounted with one of them
   }
   auto deadline = Clock::now() + kRmdirDeadline;
   for (const auto& dir : made) RemoveDir(dir, deadline);
@@ -73,6 +75,21 @@ Status ProbeV1(CgroupSupport& s) {
                 " lack memory.limit_in_bytes, pids.max or cpuacct.usage");
   }
   return {};
+}
+
+// The cpu controller on a hierarchy of its own, for CPU weights (Cgroup::SetCpuWeight). Best
+// effort: without it the groups work, unweighted.
+void AddCpuHierarchy(const std::vector<CgroupMount>& mounts, const std::vector<OwnCgroup>& own,
+                     CgroupSupport& s) {
+  auto base = V1Base(mounts, own, "cpu");
+  if (!base) return;
+  std::string probe = *base + "/" + ProbeName();
+  if (!MakeDir(probe, true)) return;
+  const bool weighted = Exists(probe + "/cpu.shares");
+  RemoveDir(probe, Clock::now() + kRmdirDeadline);
+  if (!weighted) return;
+  s.v1_bases.push_back(*base);
+  s.cpu_weight = true;
 }
 
 }  // namespace
@@ -89,6 +106,7 @@ Expected<CgroupSupport> TryV1(const std::vector<CgroupMount>& mounts, const std:
     if (!seen) support.v1_bases.push_back(*base);
   }
   if (auto s = ProbeV1(support); !s) return std::unexpected(s.error());
+  if (!support.cpu_weight) AddCpuHierarchy(mounts, own, support);
   return support;
 }
 

@@ -114,12 +114,26 @@ Status EnableV2Controllers(const std::string& dir) {
 }
 
 // Makes and removes one group to learn what the kernel offers there.
+// Hands the cpu controller down from `own_dir` to the groups under `base` where it is offered,
+// for CPU weights (Cgroup::SetCpuWeight). Best effort: groups work without it (ProbeV2 then finds
+// no cpu.weight), and the kernel refuses it while a process in the way runs under a realtime policy.
+void EnableCpuWhereOffered(const std::string& own_dir, const std::string& base) {
+  for (const std::string& dir : {own_dir, base}) {
+    auto offered = ReadFile(dir + "/cgroup.controllers");
+    if (!offered || !Contains(Words(*offered), "cpu")) return;
+    auto enabled = ReadFile(dir + "/cgroup.subtree_control");
+    if (enabled && Contains(Words(*enabled), "cpu")) continue;
+    if (WriteControl(dir + "/cgroup.subtree_control", "+cpu") != 0) return;
+  }
+}
+
 Status ProbeV2(CgroupSupport& s) {
   std::string probe = s.base + "/" + ProbeName();
   if (auto made = MakeDir(probe, true); !made) return made;
   bool has_limits = Exists(probe + "/memory.max") && Exists(probe + "/pids.max");
   s.memory_peak = Exists(probe + "/memory.peak");
   s.swap_limit = Exists(probe + "/memory.swap.max");
+  s.cpu_weight = Exists(probe + "/cpu.weight");
   RemoveDir(probe, Clock::now() + kRmdirDeadline);
   if (!has_limits) return Fail("cgroup v2 group " + probe + " has no memory.max or pids.max");
   return {};
@@ -267,6 +281,7 @@ Expected<CgroupSupport> TryV2(const std::vector<CgroupMount>& mounts, const std:
   support.base = *own_dir + "/" + std::string(kSubtree);
   Status rest = MakeDir(support.base, true);
   if (rest) rest = EnableV2Controllers(support.base);
+  if (rest) EnableCpuWhereOffered(*own_dir, support.base);
   if (rest) rest = ProbeV2(support);
   if (!rest) {
     std::string note;

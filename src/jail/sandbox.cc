@@ -267,6 +267,7 @@ Expected<Outcome> Run(const Policy& policy, const RunHooks& hooks) {
   auto launched = Launch(policy);
   if (!launched) return std::unexpected(launched.error());
   Launched& l = *launched;
+  if (l.cgroup && hooks.cpu_weight != 0) l.cgroup->SetCpuWeight(hooks.cpu_weight);
   Channels& ch = l.ch;
   Outcome out;
   out.stdout_capture = Capture(policy.limits.output_bytes);

@@ -99,6 +99,8 @@ struct RunHooks {
   // A second such flag, for an owner that stops the run for its own reasons (a session being
   // deleted) while the caller's flag stays the caller's. May be null.
   const std::atomic<bool>* cancel_too = nullptr;
+  // The run's CPU weight (Cgroup::SetCpuWeight) while CPUs are contended; 0: kDefaultCpuWeight.
+  uint32_t cpu_weight = 0;
 };
 
 // Inside, the code has one id (Policy::uid); on the host it is nobody when the supervisor is

@@ -127,6 +127,11 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
     options_.limits.memory_bytes = limits.memory_bytes;
     options_.limits.max_processes = limits.max_processes;
   }
+  if (const uint32_t weight = hooks.cpu_weight != 0 ? hooks.cpu_weight : kDefaultCpuWeight;
+      weight != cpu_weight_) {
+    cgroup_->SetCpuWeight(weight);  // a session's next execution may be another caller's share
+    cpu_weight_ = weight;
+  }
   auto made = MakeChannels(true, false, false);
   if (!made) return std::unexpected(made.error());
   Channels& ch = *made;

@@ -137,6 +137,7 @@ class WarmChild {
   // CPU of the child's cgroup when its first execution began and when its last one ended.
   uint64_t cpu_at_first_request_ns_ = 0, cpu_at_last_end_ns_ = 0;
   bool executed_ = false;
+  uint32_t cpu_weight_ = kDefaultCpuWeight;  // what the group was last given (a new group has the default)
 };
 
 class Zygote {

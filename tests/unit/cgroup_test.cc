@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -33,7 +34,7 @@ std::string Describe(const CgroupSupport& s) {
   std::string out = std::string("tier=") + TierName(s.tier) + " base=" + s.base + " v1_bases=[";
   for (const auto& b : s.v1_bases) out += b + " ";
   out += "] memory_peak=" + std::to_string(s.memory_peak) + " swap_limit=" + std::to_string(s.swap_limit) +
-         " why_not=" + s.why_not;
+         " cpu_weight=" + std::to_string(s.cpu_weight) + " why_not=" + s.why_not;
   return out;
 }
 
@@ -319,6 +320,66 @@ TEST_F(CgroupTest, CountsCpuTime) {
   CgroupUsage usage = group->ReadUsage();
   EXPECT_GE(usage.cpu_ns, 100'000'000u);
   EXPECT_LT(usage.cpu_ns, 10'000'000'000u);
+}
+
+TEST_F(CgroupTest, CpuWeightIsWrittenClampedAndNotALimit) {
+  if (!DetectCgroups().cpu_weight) GTEST_SKIP() << "the groups take no CPU weight here";
+  std::string name = GroupName("weight");
+  auto group = MakeGroup(name, {.memory_bytes = 64 * kMiB, .max_pids = 8});
+  ASSERT_TRUE(group);
+  const bool v2 = DetectCgroups().tier == CgroupTier::kV2;
+  const std::string file = v2 ? "cpu.weight" : "cpu.shares";
+  EXPECT_EQ(ReadControl(name, file), v2 ? "100" : "1024");  // a new group has the default
+  group->SetCpuWeight(50);
+  EXPECT_EQ(ReadControl(name, file), v2 ? "50" : "512");
+  group->SetCpuWeight(0);
+  EXPECT_EQ(ReadControl(name, file), v2 ? "1" : "10");
+  group->SetCpuWeight(1'000'000);
+  EXPECT_EQ(ReadControl(name, file), v2 ? "10000" : "102400");
+  if (!v2) {
+    group->SetCpuWeight(1);
+    EXPECT_EQ(ReadControl(name, file), "10");
+  }
+}
+
+// Two groups whose only process spins on the same CPU: the one of weight 100 gets clearly more of
+// it than the one of weight 20 (the kernel aims at 5 to 1; asserted: more than 2 to 1).
+TEST_F(CgroupTest, AHeavierGroupGetsMoreOfAContendedCpu) {
+  if (!DetectCgroups().cpu_weight) GTEST_SKIP() << "the groups take no CPU weight here";
+  auto heavy = MakeGroup(GroupName("heavy"), {.memory_bytes = 64 * kMiB, .max_pids = 8});
+  auto light = MakeGroup(GroupName("light"), {.memory_bytes = 64 * kMiB, .max_pids = 8});
+  ASSERT_TRUE(heavy && light);
+  heavy->SetCpuWeight(100);
+  light->SetCpuWeight(20);
+  cpu_set_t one{};
+  CPU_ZERO(&one);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof one, &one), 0) << std::strerror(errno);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &one)) ++cpu;
+  ASSERT_LT(cpu, CPU_SETSIZE);
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  auto spin = [one] {
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) return 3;
+    timespec start{}, now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &start);
+    do {
+      ::clock_gettime(CLOCK_MONOTONIC, &now);
+    } while ((now.tv_sec - start.tv_sec) * 1'000'000'000L + (now.tv_nsec - start.tv_nsec) < 1'500'000'000L);
+    return 0;
+  };
+  Child a(spin), b(spin);
+  ASSERT_TRUE(heavy->AddProcess(a.pid()));
+  ASSERT_TRUE(light->AddProcess(b.pid()));
+  a.Go();
+  b.Go();
+  for (Child* c : {&a, &b}) {
+    int status = c->Wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << DescribeStatus(status);
+  }
+  const uint64_t heavy_ns = heavy->ReadUsage().cpu_ns, light_ns = light->ReadUsage().cpu_ns;
+  EXPECT_GT(heavy_ns, 2 * light_ns) << "heavy " << heavy_ns / 1'000'000 << " ms, light "
+                                    << light_ns / 1'000'000 << " ms of CPU";
 }
 
 // Reads a pid from `fd`, waiting at most five seconds.

@@ -189,6 +189,37 @@ TEST(Admission, ACallerWithNothingRunningStartsAtOnceBesideAFlood) {
   EXPECT_EQ(admission.queued(), 0u);
 }
 
+// A caller's running executions share the default CPU weight (100) between them, each of n
+// getting 1/n of it, so a flood of one key weighs on contended CPUs as much as one execution of
+// another; queued ones do not count.
+TEST(Admission, ACallersRunningExecutionsShareOneCpuWeight) {
+  Admission admission(8, 100);
+  auto quiet = admission.Reserve(Key("quiet"));
+  ASSERT_TRUE(quiet.has_value());
+  EXPECT_EQ(admission.CpuWeight(*quiet), 100u);
+  std::vector<Ticket> flood;
+  for (int i = 0; i < 7; ++i) {
+    auto t = admission.Reserve(Key("flood"));
+    ASSERT_TRUE(t.has_value());
+    flood.push_back(std::move(*t));
+    EXPECT_EQ(admission.CpuWeight(flood.back()), 100u / (i + 1)) << i;
+  }
+  for (int i = 0; i < 5; ++i) {  // past the running slots: queued, not running
+    auto t = admission.Reserve(Key("flood"));
+    ASSERT_TRUE(t.has_value());
+    EXPECT_TRUE(t->queued());
+    flood.push_back(std::move(*t));
+  }
+  EXPECT_EQ(admission.CpuWeight(flood.front()), 100u / 7);
+  EXPECT_EQ(admission.CpuWeight(*quiet), 100u);
+  flood.resize(1);  // one running left, and the queued ones gone
+  EXPECT_EQ(admission.CpuWeight(flood.front()), 100u);
+  Admission crowded(400, 10);
+  std::vector<Ticket> many;
+  for (int i = 0; i < 300; ++i) many.push_back(std::move(*crowded.Reserve(Key("many"))));
+  EXPECT_EQ(crowded.CpuWeight(many.front()), 1u);  // never below the minimum
+}
+
 TEST(KeyCaps, AKeysOwnCapWinsAndTheRestComeFromTheDefaults) {
   KeyCaps own{.max_sessions = 2};
   const KeyCaps resolved = own.Or(DefaultKeyCaps());
