@@ -174,6 +174,11 @@ class Gate {
   // runs the agent, so each is admitted (a slot, the caller's rate) and audited.
   Refused<StateCopied> ForkSession(const Caller& caller, const std::string& id, const Origin& origin);
   Refused<StateCopied> UndoSession(const Caller& caller, const std::string& id, const Origin& origin);
+  // Sessions::Pause and Resume, each in a running slot (the snapshot and the restore run in the
+  // sandbox); a pause needs room under the key's session-state cap, as the state it keeps counts.
+  Refused<bool> PauseSession(const Caller& caller, const std::string& id, const Origin& origin);
+  Refused<bool> SessionPaused(const Caller& caller, const std::string& id);
+  Refused<bool> ResumeSession(const Caller& caller, const std::string& id, const Origin& origin);
   // The session's state, sealed (Sessions::Export), and a new session of the caller's from such
   // an export (its limits within this server's maxima; another key's export is refused).
   Refused<Sessions::Exported> ExportSession(const Caller& caller, const std::string& id,

@@ -211,6 +211,29 @@ Refused<StateCopied> Gate::UndoSession(const Caller& caller, const std::string& 
   return undone;
 }
 
+Refused<bool> Gate::PauseSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  if (auto room = StateRoom(caller); !room)
+    return std::unexpected(Reject(caller, origin, "session_pause", id, "", std::move(room.error())));
+  auto paused = InSlot<bool>(caller, origin, "session_pause", id,
+                             [&](Sessions& sessions) { return sessions.Pause(caller.id, id); });
+  if (paused) Audit(caller, origin, "session_pause", id, "", *paused ? "paused" : "already_paused", nullptr);
+  return paused;
+}
+
+Refused<bool> Gate::SessionPaused(const Caller& caller, const std::string& id) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto paused = engine_.sessions()->Paused(caller.id, id);
+  if (!paused) return std::unexpected(FromSession(paused.error(), id));
+  return *paused;
+}
+
+Refused<bool> Gate::ResumeSession(const Caller& caller, const std::string& id, const Origin& origin) {
+  auto resumed = InSlot<bool>(caller, origin, "session_resume", id,
+                              [&](Sessions& sessions) { return sessions.Resume(caller.id, id); });
+  if (resumed && *resumed) Audit(caller, origin, "session_resume", id, "", "resumed", nullptr);
+  return resumed;
+}
+
 Refused<void> Gate::WriteSessionFile(const Caller& caller, const std::string& id, const std::string& path,
                                      std::string content) {
   if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());

@@ -151,7 +151,7 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     err(line);
   }
   if (o.session_note && r.session && r.session->preserved && r.session->restored) {
-    std::string line = "[execbox] session restored after a server restart: " + r.session->restored_note;
+    std::string line = "[execbox] session restored: " + r.session->restored_note;
     for (const auto& e : r.session->not_restored) line += "; not restored: " + e.name + " (" + e.type + ")";
     err(line);
   }

@@ -94,6 +94,7 @@ std::string Seal(const SealedSession& s, std::string_view body, const SnapshotKe
                            {"state", StateName(s.state)},
                            {"included", s.included}};
   if (s.network) header["network"] = NetPolicyJson(*s.network);
+  if (s.paused) header["paused"] = true;
   const std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string out;
   out.reserve(kMagic.size() + 4 + text.size() + 8 + body.size() + kMacBytes);
@@ -149,6 +150,7 @@ Expected<Unsealed> Unseal(std::string_view sealed, const SnapshotKey& key, const
               : state == "checkpoint" ? SealedSession::State::kCheckpoint
                                       : SealedSession::State::kEmpty;
     s.included = header.at("included").get<uint64_t>();
+    s.paused = header.value("paused", false);
     if (header.contains("network")) {
       const auto& network = header.at("network");
       auto policy = ParseNetPolicy(network.at("allow").get<std::vector<std::string>>(),

@@ -48,6 +48,7 @@ struct SealedSession {
   int64_t created_unix = 0, last_used_unix = 0;
   State state = State::kEmpty;
   uint64_t included = 0;  // how many of its executions the state holds the effects of
+  bool paused = false;    // kept by Sessions::Pause: a restart takes it back paused
   // Its network policy, as it was bounded where it ran; whoever takes it back bounds it again.
   std::optional<NetPolicy> network;
 };

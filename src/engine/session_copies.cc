@@ -1,6 +1,8 @@
 // Sessions copied as state (sessions.h): checkpoints and undo, fork, the state dir that keeps
-// sessions across restarts, and export/import. The session's own life (create, execute, files,
-// close) is in sessions.cc.
+// sessions across restarts, pause and resume, and export/import. The session's own life (create, execute,
+// files, close) is in sessions.cc.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "engine/limit_schema.h"
@@ -104,6 +106,7 @@ SealedSession Sessions::HeaderOf(const Session& s, SealedSession::State state) {
       .last_used_unix = std::chrono::system_clock::to_time_t(s.last_used),
       .state = state,
       .included = state == SealedSession::State::kEmpty ? 0 : s.executions,
+      .paused = s.paused.load(),
       .network = s.network.policy ? std::optional<NetPolicy>(*s.network.policy) : std::nullopt};
 }
 
@@ -137,12 +140,63 @@ void Sessions::RestoreSaved(Session& s) {
   Rebind(s);
   s.restored = true;
   const uint64_t included = saved.session.included;
-  s.restored_note = included >= s.executions
-                        ? "the server restarted; the state after the session's last execution was restored"
-                        : "the server stopped without saving; the state as of execution " +
-                              std::to_string(included) + " of " + std::to_string(s.executions) +
-                              " was restored (what the later executions changed is lost)";
+  s.restored_note =
+      included >= s.executions
+          ? (s.paused ? "the session was paused; the state as of its pause was restored"
+                      : "the server restarted; the state after the session's last execution was restored")
+          : "the server stopped without saving; the state as of execution " + std::to_string(included) +
+                " of " + std::to_string(s.executions) +
+                " was restored (what the later executions changed is lost)";
   s.restored_left_out = std::move(restored->left_out);
+  if (const int64_t expires = s.expires_ns.load(); s.paused && expires != 0) {
+    // The clock starts again where the pause stopped it (or later, when set later meanwhile).
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    s.expires_ns = std::max(
+        expires, std::chrono::duration_cast<std::chrono::nanoseconds>(now + s.left_at_pause).count());
+  }
+  s.paused = false;
+}
+
+SessionExpected<bool> Sessions::Pause(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  if (s->paused) return false;
+  if (s->saved) {  // taken back after a restart and not used since: its state is kept already
+    s->paused = true;
+    Persist(*s, SealedSession::State::kSaved, s->saved->body);  // ... now as paused
+  } else {
+    auto taken = SnapshotNow(*s, "pause");
+    if (!taken) return std::unexpected(taken.error());
+    s->paused = true;
+    Persist(*s, SealedSession::State::kSaved, taken->blob);
+    s->saved =
+        Unsealed{.session = HeaderOf(*s, SealedSession::State::kSaved), .body = std::move(taken->blob)};
+    // Its processes end with its child: what they wrote is in the work dir, and so in the state.
+    pool_.Retire(std::move(s->child));
+    s->child.reset();
+    Rebind(*s);
+  }
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const int64_t expires = s->expires_ns.load();
+  s->left_at_pause = expires == 0
+                         ? std::chrono::nanoseconds(0)
+                         : std::max(std::chrono::nanoseconds(expires) - now, std::chrono::nanoseconds(0));
+  CountState(*s);
+  return true;
+}
+
+SessionExpected<bool> Sessions::Resume(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  std::lock_guard run(s->run_mu);
+  if (s->closed) return std::unexpected(NotFound(id));
+  if (!s->saved) return false;
+  s->last_used = std::chrono::system_clock::now();
+  RestoreSaved(*s);  // a failed restore leaves it running empty; its next reply says so
+  CountState(*s);
+  return true;
 }
 
 execbox::Status Sessions::Open() {
@@ -192,6 +246,7 @@ bool Sessions::Adopt(const std::string& id, Unsealed unsealed) {
     s->lost_reason = "server_restarted";
     ++s->generation;
   } else {
+    s->paused = h.paused;  // paused before the restart: paused still
     s->saved = std::move(unsealed);
   }
   std::lock_guard lock(mu_);

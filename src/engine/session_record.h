@@ -42,7 +42,11 @@ struct Sessions::Session {
   bool checkpoint = false;         // set before the session is published
   std::optional<Snapshot> undo;    // the state before the last execution
   std::string checkpoint_failure;  // why there is none, when the last checkpoint failed
-  std::optional<Unsealed> saved;   // taken back after a restart: restored on first use
+  std::optional<Unsealed> saved;   // taken back after a restart, or paused: restored on first use
+  // `saved` is there because of Pause, not a restart. Written under run_mu, read by List too.
+  std::atomic<bool> paused{false};
+  // While paused its expiry's clock stands still: what was left of it then (0: no expiry).
+  std::chrono::nanoseconds left_at_pause{0};
   bool restored = false;           // ... which the next reply says, with what did not come back
   std::string restored_note;
   std::vector<LeftOut> restored_left_out;

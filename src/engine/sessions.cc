@@ -126,7 +126,8 @@ SessionInfo Sessions::InfoOf(Session& s) {
                    .last_used = s.last_used,
                    .checkpoint = s.checkpoint,
                    .can_undo = s.undo.has_value(),
-                   .network = s.network.policy};
+                   .network = s.network.policy,
+                   .paused = s.paused.load()};
   if (int64_t ns = s.expires_ns.load(); ns != 0)
     info.expires = std::chrono::system_clock::time_point(std::chrono::nanoseconds(ns));
   if (s.child) {
@@ -386,6 +387,12 @@ SessionExpected<jail::Limits> Sessions::CreatedWith(const std::string& owner, co
   return s->limits;  // set before the session was published, never written again
 }
 
+SessionExpected<bool> Sessions::Paused(const std::string& owner, const std::string& id) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  return s->paused.load();
+}
+
 std::vector<SessionInfo> Sessions::List(const std::string& owner) {
   std::vector<std::shared_ptr<Session>> all;
   {
@@ -470,6 +477,7 @@ size_t Sessions::SweepIdle() {
     for (auto& [id, s] : sessions_) {
       std::unique_lock run(s->run_mu, std::try_to_lock);
       if (!run.owns_lock()) continue;
+      if (s->paused) continue;  // kept until it is resumed or deleted
       const int64_t expires_ns = s->expires_ns.load();
       const bool over = expires_ns != 0 ? now.time_since_epoch() >= std::chrono::nanoseconds(expires_ns)
                                         : now - s->last_used > options_.idle_ttl;

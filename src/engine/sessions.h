@@ -89,6 +89,7 @@ struct SessionInfo {
   // When the session ends whatever its use (SetExpiry); none: it ends after idle_ttl unused.
   std::optional<std::chrono::system_clock::time_point> expires;
   std::shared_ptr<const NetPolicy> network;  // its network policy; null: none
+  bool paused = false;                       // Sessions::Pause: kept as state, no process runs
 };
 
 // A session made or changed from a snapshot (Fork, Undo), and what did not come along.
@@ -144,6 +145,8 @@ class Sessions {
   // The limits the session was created with, without waiting for a running execution (they
   // never change): for a caller deciding at once whether a request may go ahead.
   SessionExpected<jail::Limits> CreatedWith(const std::string& owner, const std::string& id);
+  // Whether it is paused now (Pause), without waiting for a running execution.
+  SessionExpected<bool> Paused(const std::string& owner, const std::string& id);
   std::vector<SessionInfo> List(const std::string& owner);
   // A new session of the same owner, limits and checkpointing, holding a copy of this one's
   // state: a snapshot made inside this session's sandbox, restored in a fresh child (its own
@@ -170,6 +173,17 @@ class Sessions {
   SessionExpected<StateCopied> Import(const std::string& owner, Unsealed exported, const jail::Limits& maxima,
                                       const SessionNetwork& network = {});
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
+  // Pausing keeps the session's state and ends its process: a snapshot (the globals and the work
+  // dir, as Export takes; what it cannot hold is lost) held by the server (and written to the
+  // state dir when durable, so a restart takes it back), its child and its processes ended, its
+  // memory and pool slot freed. A paused session is neither swept when idle nor ended by its
+  // expiry. Its first use afterwards (an execution, a file call, a process, Resume) restores it,
+  // in a fresh child, and that reply says so. True when paused now, false when it was already;
+  // kStateNotCopied when the state cannot be taken (its process had ended).
+  SessionExpected<bool> Pause(const std::string& owner, const std::string& id);
+  // Restores a paused session now; true when it was paused (a restore that fails leaves it
+  // running, empty, and its next reply says the state was lost), false when it ran.
+  SessionExpected<bool> Resume(const std::string& owner, const std::string& id);
   // From now on the session ends at `expires` (closed by the sweep, between executions), used
   // or not, instead of after idle_ttl unused; nullopt goes back to the idle TTL. Never waits
   // for a running execution. The caller keeps `expires` within max_lifetime (the gate does).

@@ -620,6 +620,33 @@ if (typeof sbx.fork === 'function') {
   })
 }
 
+await check('pause keeps the state and ends the processes; list and getInfo say paused; connect resumes it', async () => {
+  const meta = { suite: 'e2b-pause', label }
+  const p = await Sandbox.create({ timeoutMs: 120_000, metadata: meta })
+  try {
+    await p.runCode('y = 7\nimport os\nos.makedirs("d", exist_ok=True)')
+    await p.files.write('d/kept.txt', 'kept')
+    await p.commands.run('echo started > bg.txt; sleep 300; echo late >> bg.txt', { background: true })
+    await waitFor(async () => (await p.files.exists('bg.txt')), 'the background process wrote its file')
+    assert((await p.pause()) === true, 'pause says it paused')
+    assert((await p.pause()) === false, 'a second pause says it was paused already')
+    assert((await Sandbox.getInfo(p.sandboxId)).state === 'paused', 'getInfo while paused')
+    const paused = await Sandbox.list({ query: { state: ['paused'], metadata: meta } }).nextItems()
+    assert(paused.length === 1 && paused[0].sandboxId === p.sandboxId && paused[0].state === 'paused',
+      `the paused list: ${JSON.stringify(paused)}`)
+    const running = await Sandbox.list({ query: { state: ['running'], metadata: meta } }).nextItems()
+    assert(running.length === 0, `the running list: ${JSON.stringify(running)}`)
+    const back = await Sandbox.connect(p.sandboxId)
+    assert((await Sandbox.getInfo(p.sandboxId)).state === 'running', 'getInfo after connect')
+    assert((await back.runCode('y')).text === '7', 'a variable came back')
+    assert((await back.files.read('d/kept.txt')) === 'kept', 'a file came back')
+    assert((await back.files.read('bg.txt')) === 'started\n', "the background process's file came back")
+    assert((await back.commands.list()).length === 0, 'the processes ended with the pause')
+  } finally {
+    await Sandbox.kill(p.sandboxId)
+  }
+})
+
 await check('malformed requests get clear errors and the sandbox serves on', async () => {
   const base = process.env.E2B_SANDBOX_URL
   const headers = (port) => ({

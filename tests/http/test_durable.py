@@ -91,6 +91,35 @@ class DurableSessionsTest(ApiTestCase):
         self.assertEqual(r["session"]["state"], "lost")
         self.assertEqual(r["session"]["reason"], "server_restarted")
 
+    def test_a_paused_session_stays_paused_across_a_kill_9_and_resumes_with_its_state(self):
+        self.start("durable-pause-1")
+        sid = self.create()
+        self.run_in(sid, "v = 3\nopen('p.txt', 'w').write('p')\nimport os\n"
+                         "os.makedirs('/opt/app', exist_ok=True)\nopen('/opt/app/conf', 'w').write('root')")
+        self.assertProblem(self.server.request("POST", f"/v1/sessions/{sid}/pause", token=KEY_B),
+                           404, "session-not-found")
+        r = self.server.request("POST", f"/v1/sessions/{sid}/pause")
+        self.assertEqual(r.status, 200, repr(r))
+        self.assertEqual((r.json()["paused"], r.json()["changed"]), (True, True))
+        self.assertEqual(r.json()["memory"]["pss_bytes"], 0)  # no process
+        again = self.server.request("POST", f"/v1/sessions/{sid}/pause").json()
+        self.assertEqual((again["paused"], again["changed"]), (True, False))
+        self.assertEqual(self.server.request("GET", f"/v1/sessions/{sid}/pause").status, 405)
+        self.server.track()
+        self.server.proc.send_signal(signal.SIGKILL)
+        self.server.proc.wait(timeout=30)
+
+        self.start("durable-pause-2")
+        self.assertTrue(self.server.request("GET", f"/v1/sessions/{sid}").json()["paused"])
+        r = self.server.request("POST", f"/v1/sessions/{sid}/resume")
+        self.assertEqual(r.status, 200, repr(r))
+        self.assertEqual((r.json()["paused"], r.json()["changed"]), (False, True))
+        self.assertFalse(self.server.request("POST", f"/v1/sessions/{sid}/resume").json()["changed"])
+        r = self.run_in(sid, "v, open('p.txt').read(), open('/opt/app/conf').read()")
+        self.assertEqual(r["result"]["data"]["text/plain"], "(3, 'p', 'root')")
+        self.assertEqual(r["session"]["state"], "restored", r["session"])
+        self.assertIn("paused", r["session"]["reason"])
+
     def test_a_tampered_or_foreign_file_is_refused_and_the_server_serves(self):
         self.start("durable-tamper-1")
         sid = self.create()

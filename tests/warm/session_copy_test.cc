@@ -186,5 +186,54 @@ TEST_F(SessionCopy, UndoPutsBackTheStateBeforeTheLastExecution) {
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// Pause keeps the state as data and ends the process; neither the idle sweep nor the expiry ends
+// a paused session; its first use restores it and says so, and its expiry's clock goes on from
+// where the pause stopped it.
+TEST_F(SessionCopy, APausedSessionKeepsItsStateWithoutAProcessAndComesBackOnFirstUse) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Exec(s->id, "v = 5\nopen('kept.txt', 'w').write('kept')");
+  auto other = S("someone-else").Pause(s->id);
+  ASSERT_FALSE(other.has_value());
+  EXPECT_EQ(other.error().kind, SessionError::kNotFound);
+  auto paused = S().Pause(s->id);
+  ASSERT_TRUE(paused.has_value()) << paused.error().message;
+  EXPECT_TRUE(*paused);
+  auto again = S().Pause(s->id);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_FALSE(*again);
+  auto info = S().Info(s->id);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->paused);
+  EXPECT_EQ(info->pss_bytes, 0u);  // no process
+  // Its expiry passes while it is paused: the sweep leaves it alone.
+  ASSERT_TRUE(S().SetExpiry(s->id, std::chrono::system_clock::now() + std::chrono::seconds(1)).has_value());
+  ::sleep(2);
+  S().SweepIdle();
+  ASSERT_TRUE(S().Info(s->id).has_value()) << "a paused session was swept";
+  // A later expiry set while paused stands when it comes back.
+  ASSERT_TRUE(S().SetExpiry(s->id, std::chrono::system_clock::now() + std::chrono::seconds(120)).has_value());
+  Result r = Exec(s->id, "v, open('kept.txt').read()");
+  EXPECT_EQ(r.status, Status::kOk) << Describe(r);
+  ASSERT_TRUE(r.result.has_value());
+  EXPECT_EQ((*r.result)["data"].value("text/plain", ""), "(5, 'kept')");
+  ASSERT_TRUE(r.session.has_value());
+  EXPECT_TRUE(r.session->restored);
+  EXPECT_NE(r.session->restored_note.find("paused"), std::string::npos) << r.session->restored_note;
+  EXPECT_FALSE(S().Paused(s->id).value_or(true));
+  EXPECT_FALSE(S().Resume(s->id).value_or(true));  // running: nothing to resume
+  info = S().Info(s->id);
+  ASSERT_TRUE(info.has_value() && info->expires.has_value());
+  EXPECT_GT(*info->expires, std::chrono::system_clock::now() + std::chrono::seconds(60));
+  // Paused with about 120 s left, it has about as much when resumed, however long it was paused.
+  ASSERT_TRUE(S().Pause(s->id).value_or(false));
+  ASSERT_TRUE(S().SetExpiry(s->id, std::chrono::system_clock::now()).has_value());  // its wall time passes
+  ASSERT_TRUE(S().Resume(s->id).value_or(false));
+  info = S().Info(s->id);
+  ASSERT_TRUE(info.has_value() && info->expires.has_value());
+  EXPECT_GT(*info->expires, std::chrono::system_clock::now() + std::chrono::seconds(60));
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 }  // namespace
 }  // namespace execbox::engine

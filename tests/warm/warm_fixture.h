@@ -65,6 +65,12 @@ class OwnedSessions {
   auto List() { return s_.List(owner_); }
   auto Fork(const std::string& id) { return s_.Fork(owner_, id); }
   auto Undo(const std::string& id) { return s_.Undo(owner_, id); }
+  auto Pause(const std::string& id) { return s_.Pause(owner_, id); }
+  auto Resume(const std::string& id) { return s_.Resume(owner_, id); }
+  auto Paused(const std::string& id) { return s_.Paused(owner_, id); }
+  auto SetExpiry(const std::string& id, std::optional<std::chrono::system_clock::time_point> at) {
+    return s_.SetExpiry(owner_, id, at);
+  }
   auto CreateWithCheckpoints() { return s_.Create(owner_, g_engine->pool()->options().limits, true); }
   auto CreateWithNetwork(const SessionNetwork& network) {
     return s_.Create(owner_, g_engine->pool()->options().limits, false, network);

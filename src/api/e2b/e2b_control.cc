@@ -27,7 +27,8 @@ bool KnownTemplate(const std::string& id) {
 // The E2B features a sandbox here cannot have: a request that asks for one is refused, never
 // answered with a sandbox that silently lacks it. (The network fields are e2b_network.h's.)
 std::optional<std::string> Unsupported(const nlohmann::json& body) {
-  if (body.contains("autoPause") && body["autoPause"] == true) return "autoPause: sandboxes cannot be paused";
+  if (body.contains("autoPause") && body["autoPause"] == true)
+    return "autoPause: a sandbox here ends at its timeout; pause it yourself (Sandbox.pause) to keep it";
   for (const char* field : {"mcp", "volumeMounts", "iam", "secure_token"}) {
     if (!body.contains(field) || body[field].is_null()) continue;
     if (body[field].is_object() && body[field].empty()) continue;
@@ -93,11 +94,13 @@ nlohmann::json E2bApi::Describe(Sandbox& s, bool created) {
     j["domain"] = nullptr;
     return j;
   }
-  auto limits = gate_.SessionLimits(engine::Caller{.id = s.key_id}, s.id);
+  const engine::Caller owner{.id = s.key_id};
+  auto limits = gate_.SessionLimits(owner, s.id);
+  auto paused = gate_.SessionPaused(owner, s.id);
   std::lock_guard lock(s.mu);
   j["startedAt"] = Rfc3339(s.started);
   j["endAt"] = Rfc3339(s.end_at);
-  j["state"] = "running";
+  j["state"] = paused && *paused ? "paused" : "running";
   j["metadata"] = s.metadata;
   // No CPU quota: the sandbox's processes may use every core of the host.
   j["cpuCount"] = std::max(1u, std::thread::hardware_concurrency());
@@ -164,14 +167,22 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     }
     return exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
   }
+  if (action == "pause" && method == "POST") {
+    return calls_.Spawn([this, exchange, sandbox, caller, origin] {
+      auto paused = gate_.PauseSession(caller, sandbox->id, origin);
+      if (!paused) return SendRefusal(*exchange, paused.error());
+      if (!*paused) return SendError(*exchange, 409, "sandbox " + sandbox->id + " is already paused");
+      exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+    });
+  }
   if ((action == "connect" || action == "resume") && method == "POST")
     return Connect(request, exchange, *key, id);
   if (action == "fork" && method == "POST") return Fork(request, exchange, *key, sandbox);
   if (action == "metrics" && method == "GET") return Metrics(request, exchange, *key, sandbox);
   SendError(*exchange, 501,
             method + " /sandboxes/{id}" + (action.empty() ? "" : "/" + action.substr(0, 40)) +
-                " of E2B's API is not implemented by execbox (sandboxes here cannot be paused or "
-                "snapshotted through this API)");
+                " of E2B's API is not implemented by execbox (snapshots are not offered: fork or pause "
+                "a sandbox instead)");
 }
 
 void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
@@ -301,6 +312,16 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
       Forget(sandbox->id);
       return SendError(*exchange, 404, "sandbox " + sandbox->id + " not found (it ended)");
     }
+    // A paused sandbox is resumed (E2B's auto-resume): its state restored in a fresh sandbox, its
+    // timeout's clock going on from where the pause stopped it.
+    auto resumed = gate_.ResumeSession(caller, sandbox->id, origin);
+    if (!resumed) return SendRefusal(*exchange, resumed.error());
+    if (*resumed) {
+      if (auto info = gate_.Session(caller, sandbox->id); info && info->expires) {
+        std::lock_guard lock(sandbox->mu);
+        sandbox->end_at = *info->expires;
+      }
+    }
     if (timeout) {
       // Connecting extends a sandbox's life, never shortens it (as on E2B).
       std::unique_lock lock(sandbox->mu);
@@ -313,7 +334,7 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
         sandbox->end_at = wanted;
       }
     }
-    SendJson(*exchange, 200, Describe(*sandbox, true));
+    SendJson(*exchange, *resumed ? 201 : 200, Describe(*sandbox, true));
   });
 }
 
@@ -328,12 +349,16 @@ void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
     return SendError(*exchange, 400, "limit and nextToken must be whole numbers");
   }
   limit = std::clamp<size_t>(limit, 1, 1000);
-  // Every sandbox here runs; asking for paused ones only finds none.
+  // E2B's filter: "running", "paused" or both (comma-separated); none: both.
   const bool running_wanted = state.empty() || state.find("running") != std::string::npos;
+  const bool paused_wanted = state.empty() || state.find("paused") != std::string::npos;
   const engine::Caller caller = CallerOf(key);
-  calls_.Spawn([this, exchange, caller, filter, limit, offset, running_wanted] {
-    std::set<std::string> live;
-    for (const auto& info : gate_.ListSessions(caller)) live.insert(info.id);
+  calls_.Spawn([this, exchange, caller, filter, limit, offset, running_wanted, paused_wanted] {
+    std::set<std::string> live, paused;
+    for (const auto& info : gate_.ListSessions(caller)) {
+      live.insert(info.id);
+      if (info.paused) paused.insert(info.id);
+    }
     std::vector<std::shared_ptr<Sandbox>> mine;
     {
       std::lock_guard lock(mu_);
@@ -353,7 +378,7 @@ void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
     size_t matched = 0;
     bool more = false;
     for (const auto& s : mine) {
-      if (!running_wanted) break;
+      if (!(paused.contains(s->id) ? paused_wanted : running_wanted)) continue;
       bool match = true;
       for (const auto& [k, v] : filter) match = match && s->metadata.value(k, nlohmann::json()) == v;
       if (!match) continue;

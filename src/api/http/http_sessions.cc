@@ -25,6 +25,7 @@ nlohmann::json SessionJson(const engine::SessionInfo& info) {
   j["checkpoint"] = info.checkpoint;
   if (info.checkpoint) j["can_undo"] = info.can_undo;
   if (info.network) j["network"] = engine::NetPolicyJson(*info.network);
+  j["paused"] = info.paused;
   return j;
 }
 
@@ -84,7 +85,8 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
     });
   }
 
-  // "/{id}" then an optional "/execute", "/fork", "/undo", "/snapshot", "/files/{path}" or
+  // "/{id}" then an optional "/execute", "/fork", "/undo", "/pause", "/resume", "/snapshot", "/files/{path}"
+  // or
   // "/processes..." (http_processes.cc).
   rest.remove_prefix(1);
   size_t slash = rest.find('/');
@@ -122,6 +124,19 @@ void HttpApi::Sessions(HttpRequest& request, std::shared_ptr<Exchange>& exchange
       nlohmann::json body = SessionJson(copied->info);
       body[fork ? "not_copied" : "not_restored"] = LeftOutJson(copied->left_out);
       Respond(*exchange, JsonResponse(fork ? 201 : 200, body));
+    });
+  }
+  if (action == "/pause" || action == "/resume") {
+    if (method != "POST") return not_allowed("POST");
+    const bool pause = action == "/pause";
+    return calls_.Spawn([this, exchange, caller, origin, id, pause] {
+      auto done = pause ? gate_.PauseSession(caller, id, origin) : gate_.ResumeSession(caller, id, origin);
+      if (!done) return exchange->Respond(ProblemResponse(ProblemOf(done.error())));
+      auto info = gate_.Session(caller, id);
+      if (!info) return exchange->Respond(ProblemResponse(ProblemOf(info.error())));
+      nlohmann::json body = SessionJson(*info);
+      body["changed"] = *done;
+      Respond(*exchange, JsonResponse(200, body));
     });
   }
   if (action == "/snapshot") {

@@ -215,6 +215,28 @@ json SessionPaths() {
       "For a session created with `checkpoint: true`: its globals and work dir return to what they were "
       "before its last execution (in a fresh child), once per checkpoint. `not_restored` lists what the "
       "checkpoint could not hold.");
+  json paused = {{"allOf",
+                  {Schema("SessionInfo"),
+                   Object({"changed"}, {{"changed", Boolean("Whether this call paused (or resumed) it: false "
+                                                            "when it was paused (running) already.")}})}}};
+  json pause = Operation(
+      "pauseSession", "sessions", "Keep a session's state and end its process",
+      Responses(
+          {401, 404, 429, 503},
+          {{"200", JsonResponse("The session, paused.", paused)},
+           {"409", ProblemResponse("`state-not-copied`: the snapshot could not be made (it does not fit "
+                                   "in the work dir, or the session's process has ended).")}}),
+      "A snapshot of the session's state (globals and work dir, as for a fork; what it cannot hold is "
+      "lost) is kept by the server, and written to the state dir when sessions are durable; the session's "
+      "process and its processes end, freeing their memory. A paused session is not closed when idle or "
+      "at its expiry; the clock of its expiry stops while it is paused. Its next use (an execution, a file, "
+      "a process, `/resume`) restores it in a fresh sandbox, and that execution's `session` says so. The "
+      "state it keeps counts against the key's `max_session_state_mb`.");
+  json resume =
+      Operation("resumeSession", "sessions", "Restore a paused session now",
+                Responses({401, 404, 429, 503}, {{"200", JsonResponse("The session, running.", paused)}}),
+                "What its next use would do anyway. A restore that fails leaves the session "
+                "running with a fresh state, which its next execution says.");
   json bytes = {{"application/octet-stream", json::object()}};
   json put = Operation("putSessionFile", "sessions", "Write a file into the session's work dir",
                        Responses({400, 401, 404, 413, 429, 503}, {{"204", Described("Written.")}}),
@@ -228,6 +250,8 @@ json SessionPaths() {
           {"/v1/sessions/import", {{"post", import}}},
           {"/v1/sessions/{id}/snapshot", {{"parameters", id}, {"get", snapshot}}},
           {"/v1/sessions/{id}/undo", {{"parameters", id}, {"post", undo}}},
+          {"/v1/sessions/{id}/pause", {{"parameters", id}, {"post", pause}}},
+          {"/v1/sessions/{id}/resume", {{"parameters", id}, {"post", resume}}},
           {"/v1/sessions/{id}/files/{path}",
            {{"parameters", {InPath("SessionId"), InPath("FilePath")}}, {"put", put}, {"get", read}}}};
 }

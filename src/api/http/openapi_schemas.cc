@@ -61,6 +61,9 @@ json SessionInfo() {
        {"last_used", time},
        {"checkpoint", Boolean("Created with `checkpoint`: a snapshot is kept from before each execution.")},
        {"can_undo", Boolean("With `checkpoint`: whether a snapshot is held now for `/undo`.")},
+       {"paused",
+        Boolean("Paused (`/pause`): its state is held by the server and no process runs; its next use "
+                "restores it.")},
        {"network",
         {{"allOf", {Schema("NetworkPolicy")}},
          {"description",
