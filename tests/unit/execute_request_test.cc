@@ -507,6 +507,8 @@ TEST(OpenApiDocument, IsOpenApi31WithEveryRoute) {
       {"/v1/sessions/{id}/fork", {"post"}},
       {"/v1/sessions/{id}/files/{path}", {"put", "get"}},
       {"/v1/sessions/{id}/undo", {"post"}},
+      {"/v1/sessions/{id}/pause", {"post"}},
+      {"/v1/sessions/{id}/resume", {"post"}},
       {"/v1/sessions/{id}/snapshot", {"get"}},
       {"/v1/sessions/import", {"post"}},
       {"/v1/sessions/{id}/processes", {"post", "get"}},

@@ -314,7 +314,9 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
     }
     // A paused sandbox is resumed (E2B's auto-resume): its state restored in a fresh sandbox, its
     // timeout's clock going on from where the pause stopped it.
-    auto resumed = gate_.ResumeSession(caller, sandbox->id, origin);
+    engine::Refused<bool> resumed = false;  // a running sandbox's connect takes no slot
+    if (auto paused = gate_.SessionPaused(caller, sandbox->id); paused && *paused)
+      resumed = gate_.ResumeSession(caller, sandbox->id, origin);
     if (!resumed) return SendRefusal(*exchange, resumed.error());
     if (*resumed) {
       if (auto info = gate_.Session(caller, sandbox->id); info && info->expires) {
