@@ -113,7 +113,6 @@ Status EnableV2Controllers(const std::string& dir) {
   return Fail(why);
 }
 
-// Makes and removes one group to learn what the kernel offers there.
 // Hands the cpu controller down from `own_dir` to the groups under `base` where it is offered,
 // for CPU weights (Cgroup::SetCpuWeight). Best effort: groups work without it (ProbeV2 then finds
 // no cpu.weight), and the kernel refuses it while a process in the way runs under a realtime policy.
@@ -127,6 +126,7 @@ void EnableCpuWhereOffered(const std::string& own_dir, const std::string& base) 
   }
 }
 
+// Makes and removes one group to learn what the kernel offers there.
 Status ProbeV2(CgroupSupport& s) {
   std::string probe = s.base + "/" + ProbeName();
   if (auto made = MakeDir(probe, true); !made) return made;
