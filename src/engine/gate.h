@@ -178,6 +178,8 @@ class Gate {
   // sandbox); a pause needs room under the key's session-state cap, as the state it keeps counts.
   Refused<bool> PauseSession(const Caller& caller, const std::string& id, const Origin& origin);
   Refused<bool> SessionPaused(const Caller& caller, const std::string& id);
+  // Sessions::SetPauseAtExpiry: paused, not closed, when its lifetime ends.
+  Refused<void> PauseSessionAtExpiry(const Caller& caller, const std::string& id, bool pause);
   Refused<bool> ResumeSession(const Caller& caller, const std::string& id, const Origin& origin);
   // The session's state, sealed (Sessions::Export), and a new session of the caller's from such
   // an export (its limits within this server's maxima; another key's export is refused).

@@ -227,6 +227,13 @@ Refused<bool> Gate::SessionPaused(const Caller& caller, const std::string& id) {
   return *paused;
 }
 
+Refused<void> Gate::PauseSessionAtExpiry(const Caller& caller, const std::string& id, bool pause) {
+  if (engine_.sessions() == nullptr) return std::unexpected(SessionsUnavailable());
+  auto set = engine_.sessions()->SetPauseAtExpiry(caller.id, id, pause);
+  if (!set) return std::unexpected(FromSession(set.error(), id));
+  return {};
+}
+
 Refused<bool> Gate::ResumeSession(const Caller& caller, const std::string& id, const Origin& origin) {
   auto resumed = InSlot<bool>(caller, origin, "session_resume", id,
                               [&](Sessions& sessions) { return sessions.Resume(caller.id, id); });

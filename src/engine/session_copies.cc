@@ -149,10 +149,13 @@ void Sessions::RestoreSaved(Session& s) {
                 " was restored (what the later executions changed is lost)";
   s.restored_left_out = std::move(restored->left_out);
   if (const int64_t expires = s.expires_ns.load(); s.paused && expires != 0) {
-    // The clock starts again where the pause stopped it (or later, when set later meanwhile).
+    // The clock starts again where the pause stopped it (or later, when set later meanwhile); one
+    // paused at its expiry has its whole lifetime again.
     const auto now = std::chrono::system_clock::now().time_since_epoch();
-    s.expires_ns = std::max(
-        expires, std::chrono::duration_cast<std::chrono::nanoseconds>(now + s.left_at_pause).count());
+    const auto left =
+        s.left_at_pause.count() > 0 ? s.left_at_pause : std::chrono::nanoseconds(s.lifetime_ns.load());
+    s.expires_ns =
+        std::max(expires, std::chrono::duration_cast<std::chrono::nanoseconds>(now + left).count());
   }
   s.paused = false;
 }

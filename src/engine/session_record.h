@@ -47,6 +47,10 @@ struct Sessions::Session {
   std::atomic<bool> paused{false};
   // While paused its expiry's clock stands still: what was left of it then (0: no expiry).
   std::chrono::nanoseconds left_at_pause{0};
+  // Paused rather than closed at its expiry (E2B's autoPause), and the lifetime it was last
+  // given (ns; 0: none), which a session paused at its expiry is given again when it comes back.
+  std::atomic<bool> pause_at_expiry{false};
+  std::atomic<int64_t> lifetime_ns{0};
   bool restored = false;           // ... which the next reply says, with what did not come back
   std::string restored_note;
   std::vector<LeftOut> restored_left_out;

@@ -419,7 +419,20 @@ SessionExpected<void> Sessions::SetExpiry(const std::string& owner, const std::s
     ns = std::max<int64_t>(ns, 1);
   }
   s->expires_ns = ns;
+  s->lifetime_ns = expires ? std::max<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   *expires - std::chrono::system_clock::now())
+                                                   .count(),
+                                               0)
+                           : 0;
   wake_.notify_all();  // an expiry in the past closes the session at the sweep's next look
+  return {};
+}
+
+SessionExpected<void> Sessions::SetPauseAtExpiry(const std::string& owner, const std::string& id,
+                                                 bool pause) {
+  auto s = Find(owner, id);
+  if (!s) return std::unexpected(NotFound(id));
+  s->pause_at_expiry = pause;
   return {};
 }
 
@@ -472,6 +485,7 @@ size_t Sessions::size() {
 size_t Sessions::SweepIdle() {
   auto now = std::chrono::system_clock::now();
   std::vector<std::string> idle;
+  std::vector<std::pair<std::string, std::string>> expired_to_pause;  // id, owner
   {
     std::lock_guard lock(mu_);
     for (auto& [id, s] : sessions_) {
@@ -481,11 +495,18 @@ size_t Sessions::SweepIdle() {
       const int64_t expires_ns = s->expires_ns.load();
       const bool over = expires_ns != 0 ? now.time_since_epoch() >= std::chrono::nanoseconds(expires_ns)
                                         : now - s->last_used > options_.idle_ttl;
-      if (over) idle.push_back(id);
+      if (over && expires_ns != 0 && s->pause_at_expiry)
+        expired_to_pause.emplace_back(id, s->owner);
+      else if (over)
+        idle.push_back(id);
     }
   }
   size_t closed = 0;
   for (const auto& id : idle) closed += Close(id).has_value() ? 1 : 0;
+  // A session that cannot be paused (its process had ended, its state does not fit) ends.
+  for (const auto& [id, owner] : expired_to_pause) {
+    if (!Pause(owner, id)) closed += Close(id).has_value() ? 1 : 0;
+  }
   return closed;
 }
 

@@ -189,6 +189,9 @@ class Sessions {
   // for a running execution. The caller keeps `expires` within max_lifetime (the gate does).
   SessionExpected<void> SetExpiry(const std::string& owner, const std::string& id,
                                   std::optional<std::chrono::system_clock::time_point> expires);
+  // At its expiry the session is paused (Pause) instead of closed (E2B's autoPause); one that
+  // cannot be paused then is closed. Coming back, it is given its last lifetime again.
+  SessionExpected<void> SetPauseAtExpiry(const std::string& owner, const std::string& id, bool pause);
   std::chrono::seconds max_lifetime() const { return options_.max_lifetime; }
   // A session's files, between its executions (each waits for a running execution and counts
   // as use for the idle TTL; neither touches the session's globals or its execution count).

@@ -647,6 +647,20 @@ await check('pause keeps the state and ends the processes; list and getInfo say 
   }
 })
 
+await check("a sandbox made to pause at its timeout (onTimeout 'pause') is paused then; connect resumes it", async () => {
+  const a = await Sandbox.create({ timeoutMs: 1000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    // Even if it paused already, the code resumes it (and it pauses again at its next timeout).
+    await a.runCode('z = 11')
+    await waitFor(async () => (await Sandbox.getInfo(a.sandboxId)).state === 'paused', 'paused at its timeout', 30_000)
+    const back = await Sandbox.connect(a.sandboxId, { timeoutMs: 60_000 })
+    assert((await Sandbox.getInfo(a.sandboxId)).state === 'running', 'running after connect')
+    assert((await back.runCode('z')).text === '11', 'z came back')
+  } finally {
+    await Sandbox.kill(a.sandboxId)
+  }
+})
+
 await check('malformed requests get clear errors and the sandbox serves on', async () => {
   const base = process.env.E2B_SANDBOX_URL
   const headers = (port) => ({

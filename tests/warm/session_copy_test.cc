@@ -235,5 +235,27 @@ TEST_F(SessionCopy, APausedSessionKeepsItsStateWithoutAProcessAndComesBackOnFirs
   EXPECT_TRUE(S().Delete(s->id).has_value());
 }
 
+// Set to pause at its expiry, a session is paused then, not closed, and comes back with its
+// lifetime again. (One that cannot be paused then is closed: not reached here, as a crashed
+// kernel is replaced at once and the new one's empty state can be kept.)
+TEST_F(SessionCopy, ASessionSetToPauseAtItsExpiryIsPausedThenAndComesBackWithItsLifetime) {
+  auto s = S().Create();
+  ASSERT_TRUE(s.has_value()) << s.error().message;
+  Exec(s->id, "w = 9");
+  ASSERT_TRUE(S().SetPauseAtExpiry(s->id, true).has_value());
+  ASSERT_TRUE(
+      S().SetExpiry(s->id, std::chrono::system_clock::now() + std::chrono::milliseconds(300)).has_value());
+  ::usleep(600'000);
+  S().SweepIdle();
+  EXPECT_TRUE(S().Paused(s->id).value_or(false)) << "not paused at its expiry";
+  const auto before = std::chrono::system_clock::now();
+  // Restored by its use (and paused again by the background sweep when its short lifetime ends).
+  EXPECT_EQ(Value(s->id, "w"), "9");
+  auto info = S().Info(s->id);
+  ASSERT_TRUE(info.has_value() && info->expires.has_value());
+  EXPECT_GT(*info->expires, before);  // its clock started again when it came back
+  EXPECT_TRUE(S().Delete(s->id).has_value());
+}
+
 }  // namespace
 }  // namespace execbox::engine

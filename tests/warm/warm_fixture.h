@@ -68,6 +68,7 @@ class OwnedSessions {
   auto Pause(const std::string& id) { return s_.Pause(owner_, id); }
   auto Resume(const std::string& id) { return s_.Resume(owner_, id); }
   auto Paused(const std::string& id) { return s_.Paused(owner_, id); }
+  auto SetPauseAtExpiry(const std::string& id, bool pause) { return s_.SetPauseAtExpiry(owner_, id, pause); }
   auto SetExpiry(const std::string& id, std::optional<std::chrono::system_clock::time_point> at) {
     return s_.SetExpiry(owner_, id, at);
   }

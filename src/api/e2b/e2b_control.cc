@@ -27,8 +27,6 @@ bool KnownTemplate(const std::string& id) {
 // The E2B features a sandbox here cannot have: a request that asks for one is refused, never
 // answered with a sandbox that silently lacks it. (The network fields are e2b_network.h's.)
 std::optional<std::string> Unsupported(const nlohmann::json& body) {
-  if (body.contains("autoPause") && body["autoPause"] == true)
-    return "autoPause: a sandbox here ends at its timeout; pause it yourself (Sandbox.pause) to keep it";
   for (const char* field : {"mcp", "volumeMounts", "iam", "secure_token"}) {
     if (!body.contains(field) || body[field].is_null()) continue;
     if (body[field].is_object() && body[field].empty()) continue;
@@ -207,6 +205,9 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   if (!env || !metadata || !problem.empty()) return SendError(*exchange, 400, problem);
   sandbox->env = std::move(*env);
   for (const auto& [k, v] : *metadata) sandbox->metadata[k] = v;
+  if (body->contains("autoPause") && !(*body)["autoPause"].is_null() && !(*body)["autoPause"].is_boolean())
+    return SendError(*exchange, 400, "autoPause must be a boolean");
+  const bool auto_pause = body->value("autoPause", nlohmann::json(false)) == true;
   sandbox->key_id = key.id;
   sandbox->token = GenerateToken();
   const auto lifetime = timeout.value_or(options_.default_timeout);
@@ -217,10 +218,13 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   auto network = NetworkAsk(*body, gate_.NetworkBound(caller));
   if (!network) return SendError(*exchange, 400, network.error());
   // Making a session forks a child: never on the I/O thread.
-  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime, policy = std::move(*network)]() mutable {
+  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime, auto_pause,
+                policy = std::move(*network)]() mutable {
     ForgetEnded();
     auto info = gate_.CreateSession(caller, {}, origin, false, std::move(policy));
     if (!info) return SendRefusal(*exchange, info.error());
+    // autoPause (the SDKs' lifecycle onTimeout 'pause'): paused at its timeout, not killed.
+    if (auto_pause) (void)gate_.PauseSessionAtExpiry(caller, info->id, true);
     if (auto published = Publish(sandbox, *info, caller, origin, lifetime); !published)
       return SendRefusal(*exchange, published.error());
     SendJson(*exchange, 201, Describe(*sandbox, true));
