@@ -187,11 +187,14 @@ size_t Admission::queued() const {
   return queued_;
 }
 
+size_t Admission::RunningOf(const std::string& caller_id, size_t active) const {
+  return active - std::min(waiting_.size(caller_id), active);
+}
+
 uint32_t Admission::CpuWeight(const Ticket& ticket) const {
   std::lock_guard lock(mu_);
   auto it = callers_.find(ticket.caller_id_);
-  const size_t active = it == callers_.end() ? 0 : it->second.active;
-  const size_t running = active - std::min(waiting_.size(ticket.caller_id_), active);
+  const size_t running = it == callers_.end() ? 0 : RunningOf(it->first, it->second.active);
   const size_t share = std::max<size_t>(running, 1);
   return static_cast<uint32_t>(std::max<size_t>(jail::kDefaultCpuWeight / share, jail::kMinCpuWeight));
 }
@@ -201,8 +204,7 @@ std::map<std::string, KeyUse> Admission::Use() const {
   std::map<std::string, KeyUse> use;
   for (const auto& [id, bucket] : callers_) {
     if (bucket.active == 0) continue;
-    const size_t queued = waiting_.size(id);
-    use[id] = KeyUse{.running = bucket.active - std::min(queued, bucket.active), .queued = queued};
+    use[id] = KeyUse{.running = RunningOf(id, bucket.active), .queued = waiting_.size(id)};
   }
   return use;
 }

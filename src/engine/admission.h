@@ -89,6 +89,8 @@ class Admission {
   void Leave(const std::string& caller_id, std::optional<uint64_t> waiting_seq, bool overflow);
   // Hands free running slots to waiters, in turn (under mu_).
   void Dispatch();
+  // A caller's executions running now (granted ones count), of `active` running or waiting (under mu_).
+  size_t RunningOf(const std::string& caller_id, size_t active) const;
   struct Bucket {
     double tokens = 0;
     std::chrono::steady_clock::time_point refilled;
