@@ -691,6 +691,13 @@ await check('malformed requests get clear errors and the sandbox serves on', asy
   assert(r.status === 400 && /boundary/.test(await r.text()), `no boundary: ${r.status}`)
   r = await post('/filesystem.Filesystem/ListDir', '49983', '[1]', 'application/json')
   assert(r.status === 400, `a ListDir body that is not an object: ${r.status}`)
+  // The control plane: an autoPause that is not a boolean makes no sandbox.
+  r = await fetch(`${process.env.E2B_API_URL}/sandboxes`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', 'X-API-Key': process.env.E2B_API_KEY },
+    body: JSON.stringify({ templateID: 'base', autoPause: 'yes' }),
+  })
+  assert(r.status === 400 && /autoPause must be a boolean/.test(await r.text()), `autoPause 'yes': ${r.status}`)
   assert((await sbx.runCode('x')).text === '41', 'the sandbox is intact')
 })
 
