@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -186,6 +187,16 @@ class Gate {
   Refused<Sessions::Exported> ExportSession(const Caller& caller, const std::string& id,
                                             const Origin& origin);
   Refused<StateCopied> ImportSession(const Caller& caller, std::string_view sealed, const Origin& origin);
+  // Snapshots kept until deleted (Sessions::Shelve; E2B's snapshots). Taking one runs in the
+  // sandbox (a slot, audited) and needs room under the key's session-state cap, which kept
+  // snapshots count against; a session is made from one (by id or name) as an import is; a
+  // delete is audited. Another key's snapshot does not exist for the caller.
+  Refused<ShelvedSnapshot> KeepSnapshot(const Caller& caller, const std::string& id,
+                                        const std::optional<std::string>& name, const Origin& origin);
+  std::vector<ShelvedSnapshot> KeptSnapshots(const Caller& caller);
+  Refused<void> DropSnapshot(const Caller& caller, const std::string& id_or_name, const Origin& origin);
+  Refused<StateCopied> SessionFromSnapshot(const Caller& caller, const std::string& id_or_name,
+                                           const Origin& origin);
   // The session ends `lifetime` from now, used or not (Sessions::SetExpiry; E2B's sandbox
   // timeout), within the server's maximum lifetime, else a "limit-exceeded" refusal naming it.
   Refused<void> SetSessionLifetime(const Caller& caller, const std::string& id, std::chrono::seconds lifetime,
@@ -267,6 +278,10 @@ class Gate {
   // A session's network: `asked` bounded as above, with the server's proxy settings.
   Refused<SessionNetwork> SessionNetworkWithin(const Caller& caller, NetPolicy asked) const;
   Refusal FromSession(const SessionFailure& failure, const std::string& id) const;
+  // A new session from a sealed state `open` gives (an export, a kept snapshot): ImportSession's
+  // and SessionFromSnapshot's admission, network bound and audit, as `route`.
+  Refused<StateCopied> ImportOpened(const Caller& caller, const Origin& origin, const char* route,
+                                    const std::function<SessionExpected<Unsealed>(Sessions&)>& open);
   // A failure of the sandbox, logged with an incident id; the refusal says only that.
   Refusal Internal(const std::string& what, const std::string& detail) const;
   // A Result of status internal_error with its details moved to the log.

@@ -31,6 +31,8 @@ Refusal Gate::FromSession(const SessionFailure& failure, const std::string& id) 
       return make(RefusalReason::kInvalidSnapshot);
     case SessionError::kNotYours:
       return make(RefusalReason::kSnapshotNotYours);
+    case SessionError::kNoSnapshot:
+      return make(RefusalReason::kSnapshotNotFound);
     case SessionError::kFileNotFound:
       return make(RefusalReason::kFileNotFound);
     case SessionError::kTooLarge:
@@ -176,32 +178,68 @@ Refused<Sessions::Exported> Gate::ExportSession(const Caller& caller, const std:
 
 Refused<StateCopied> Gate::ImportSession(const Caller& caller, std::string_view sealed,
                                          const Origin& origin) {
+  return ImportOpened(caller, origin, "session_import",
+                      [sealed](Sessions& sessions) { return sessions.OpenExport(sealed); });
+}
+
+Refused<StateCopied> Gate::ImportOpened(const Caller& caller, const Origin& origin, const char* route,
+                                        const std::function<SessionExpected<Unsealed>(Sessions&)>& open) {
   auto place = SessionPlace(caller);
-  if (!place)
-    return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(place.error())));
+  if (!place) return std::unexpected(Reject(caller, origin, route, "", "", std::move(place.error())));
   if (auto room = StateRoom(caller); !room)
-    return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(room.error())));
+    return std::unexpected(Reject(caller, origin, route, "", "", std::move(room.error())));
   if (engine_.sessions() == nullptr)
-    return std::unexpected(Reject(caller, origin, "session_import", "", "", SessionsUnavailable()));
+    return std::unexpected(Reject(caller, origin, route, "", "", SessionsUnavailable()));
   // Opened (its seal checked) once. Its network is bounded again, as a new session's would be:
-  // the server's bound or the key's may have narrowed since it was exported.
-  auto exported = engine_.sessions()->OpenExport(sealed);
+  // the server's bound or the key's may have narrowed since it was sealed.
+  auto exported = open(*engine_.sessions());
   if (!exported)
-    return std::unexpected(Reject(caller, origin, "session_import", "", "", FromSession(exported.error(), "")));
+    return std::unexpected(Reject(caller, origin, route, "", "", FromSession(exported.error(), "")));
   SessionNetwork network;
   if (exported->session.network) {
     auto within = SessionNetworkWithin(caller, std::move(*exported->session.network));
-    if (!within)
-      return std::unexpected(Reject(caller, origin, "session_import", "", "", std::move(within.error())));
+    if (!within) return std::unexpected(Reject(caller, origin, route, "", "", std::move(within.error())));
     network = std::move(*within);
   }
-  auto imported = InSlot<StateCopied>(caller, origin, "session_import", "", [&](Sessions& sessions) {
+  auto imported = InSlot<StateCopied>(caller, origin, route, "", [&](Sessions& sessions) {
     return sessions.Import(caller.id, std::move(*exported), options_.limits.maxima, network);
   });
   if (imported)
-    Audit(caller, origin, "session_import", imported->info.id, "", "imported", nullptr,
+    Audit(caller, origin, route, imported->info.id, "", "imported", nullptr,
           network.policy ? nlohmann::json{{"policy", NetPolicyJson(*network.policy)}} : nlohmann::json());
   return imported;
+}
+
+Refused<ShelvedSnapshot> Gate::KeepSnapshot(const Caller& caller, const std::string& id,
+                                            const std::optional<std::string>& name, const Origin& origin) {
+  if (auto room = StateRoom(caller); !room)
+    return std::unexpected(Reject(caller, origin, "snapshot_create", id, "", std::move(room.error())));
+  auto kept = InSlot<ShelvedSnapshot>(caller, origin, "snapshot_create", id, [&](Sessions& sessions) {
+    return sessions.Shelve(caller.id, id, name);
+  });
+  if (kept) Audit(caller, origin, "snapshot_create", id, kept->id, "kept", {{"bytes", kept->bytes()}});
+  return kept;
+}
+
+std::vector<ShelvedSnapshot> Gate::KeptSnapshots(const Caller& caller) {
+  return engine_.sessions() ? engine_.sessions()->Shelved(caller.id) : std::vector<ShelvedSnapshot>{};
+}
+
+Refused<void> Gate::DropSnapshot(const Caller& caller, const std::string& id_or_name, const Origin& origin) {
+  if (engine_.sessions() == nullptr || !engine_.sessions()->Unshelve(caller.id, id_or_name)) {
+    return std::unexpected(
+        Reject(caller, origin, "snapshot_delete", "", id_or_name.substr(0, 100),
+               MakeRefusal(RefusalReason::kSnapshotNotFound,
+                           "no snapshot " + id_or_name.substr(0, 100) + " is kept for this key")));
+  }
+  Audit(caller, origin, "snapshot_delete", "", id_or_name.substr(0, 100), "deleted", nullptr);
+  return {};
+}
+
+Refused<StateCopied> Gate::SessionFromSnapshot(const Caller& caller, const std::string& id_or_name,
+                                               const Origin& origin) {
+  return ImportOpened(caller, origin, "snapshot_restore",
+                      [&](Sessions& sessions) { return sessions.OpenShelved(caller.id, id_or_name); });
 }
 
 Refused<StateCopied> Gate::UndoSession(const Caller& caller, const std::string& id, const Origin& origin) {

@@ -40,6 +40,8 @@ RefusalSpec RefusalSpecOf(RefusalReason reason) {
       return {K::kBadRequest, "invalid-snapshot", "Invalid snapshot"};
     case R::kSnapshotNotYours:
       return {K::kBadRequest, "snapshot-not-yours", "Snapshot of another key's session"};
+    case R::kSnapshotNotFound:
+      return {K::kNotFound, "snapshot-not-found", "Snapshot not found"};
     case R::kInvalidPath:
       return {K::kBadRequest, "invalid-path", "Invalid file path"};
     case R::kFileRefused:

@@ -43,6 +43,7 @@ enum class RefusalReason {
   kNothingToUndo,
   kInvalidSnapshot,
   kSnapshotNotYours,
+  kSnapshotNotFound,
   // files
   kInvalidPath,
   kFileRefused,

@@ -206,6 +206,17 @@ execbox::Status Sessions::Open() {
   auto store = SessionStore::Open(options_.state_dir);
   if (!store) return std::unexpected(store.error());
   store_ = std::move(*store);
+  // Kept snapshots (Shelve): each taken back only under this server's seal, as its owner's.
+  auto shelf = SnapshotShelf::Open(store_->durable() ? options_.state_dir + "/snapshots" : "",
+                                   [this](std::string_view sealed) -> Expected<std::string> {
+                                     auto unsealed = Unseal(sealed, store_->key(), pool_.options().limits);
+                                     if (!unsealed) return std::unexpected(unsealed.error());
+                                     if (unsealed->session.owner.empty())
+                                       return Fail("the snapshot names no owner");
+                                     return unsealed->session.owner;
+                                   });
+  if (!shelf) return std::unexpected(shelf.error());
+  shelf_ = std::move(*shelf);
   for (auto& saved : store_->LoadAll()) {
     if (!saved.sealed) {
       store_->Refuse(saved.id, saved.sealed.error().message);
@@ -292,6 +303,12 @@ SessionExpected<Sessions::Exported> Sessions::Export(const std::string& owner, c
   std::lock_guard run(s->run_mu);
   if (s->closed) return std::unexpected(NotFound(id));
   if (!store_) return std::unexpected(Internal("sessions were not opened"));
+  // A paused session's state is what it keeps: sealed as it is, the session left paused.
+  if (s->paused && s->saved && s->saved->session.state != SealedSession::State::kEmpty) {
+    SealedSession header = HeaderOf(*s, SealedSession::State::kSaved);
+    header.paused = false;  // what is made from it runs
+    return Exported{.sealed = Seal(header, s->saved->body, store_->key())};
+  }
   auto taken = SnapshotNow(*s, "export");
   if (!taken) return std::unexpected(taken.error());
   return Exported{.sealed = Seal(HeaderOf(*s, SealedSession::State::kSaved), taken->blob, store_->key()),

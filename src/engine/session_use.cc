@@ -29,6 +29,7 @@ KeyUse Sessions::UseOf(const std::string& owner) {
   }
   KeyUse use;
   for (auto& s : mine) AddUse(*s, use);
+  if (shelf_) use.session_state_bytes += shelf_->BytesOf(owner);
   return use;
 }
 
@@ -40,6 +41,9 @@ std::map<std::string, KeyUse> Sessions::Use() {
   }
   std::map<std::string, KeyUse> use;
   for (auto& s : all) AddUse(*s, use[s->owner]);
+  if (shelf_) {
+    for (const auto& [owner, bytes] : shelf_->Bytes()) use[owner].session_state_bytes += bytes;
+  }
   return use;
 }
 

@@ -37,6 +37,7 @@
 #include "engine/result.h"
 #include "engine/session_processes.h"
 #include "engine/session_store.h"
+#include "engine/snapshot_shelf.h"
 #include "engine/state_copy.h"
 #include "runtime/python_program.h"
 
@@ -107,6 +108,7 @@ enum class SessionError {
   kNothingToUndo,   // Undo: no checkpoint (not asked for at creation, none yet, or it failed)
   kBadSnapshot,     // Import: not a snapshot of this server's (damaged, or sealed under another key)
   kNotYours,        // Import: a snapshot of another owner's session
+  kNoSnapshot,      // OpenShelved: the owner keeps no snapshot of that id or name
   kInternal,        // the sandbox failed; the message is for the server's log, not the client
   kFileNotFound,    // ReadFile: missing, not a regular file, or a symbolic link on the path
   kTooLarge,        // ReadFile: past max_bytes; WriteFile: past the work dir's size (or it is full)
@@ -173,6 +175,19 @@ class Sessions {
   SessionExpected<StateCopied> Import(const std::string& owner, Unsealed exported, const jail::Limits& maxima,
                                       const SessionNetwork& network = {});
   SessionExpected<void> Delete(const std::string& owner, const std::string& id);
+  // Snapshots kept until deleted (snapshot_shelf.h; E2B's snapshots), each the session's state
+  // as Export takes it, now: a new one, or the new content of the owner's snapshot named `name`
+  // already. kInvalid for a name that cannot be one; kFull past kMaxShelvedPerOwner. A new
+  // session is made from one with Import (OpenShelved), also after its session ended.
+  static constexpr size_t kMaxShelvedPerOwner = 100;
+  SessionExpected<ShelvedSnapshot> Shelve(const std::string& owner, const std::string& id,
+                                          const std::optional<std::string>& name);
+  std::vector<ShelvedSnapshot> Shelved(const std::string& owner);
+  // The owner's kept snapshot of that id or name, opened (its seal checked) for Import;
+  // kNoSnapshot when there is none.
+  SessionExpected<Unsealed> OpenShelved(const std::string& owner, const std::string& id_or_name) const;
+  // False when the owner keeps no snapshot of that id or name.
+  bool Unshelve(const std::string& owner, const std::string& id_or_name);
   // Pausing keeps the session's state and ends its process: a snapshot (the globals and the work
   // dir, as Export takes; what it cannot hold is lost) held by the server (and written to the
   // state dir when durable, so a restart takes it back), its child and its processes ended, its
@@ -283,6 +298,7 @@ class Sessions {
   // Reads every session's processes' output and inits' reports; outlives the sessions below.
   ProcessPoller poller_;
   std::unique_ptr<SessionStore> store_;
+  std::unique_ptr<SnapshotShelf> shelf_;  // made by Open, with store_
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   bool stopping_ = false;

@@ -661,6 +661,44 @@ await check("a sandbox made to pause at its timeout (onTimeout 'pause') is pause
   }
 })
 
+if (typeof Sandbox.createSnapshot === 'function') {
+  await check('a snapshot is kept by name and listed; sandboxes are made from it after its own ended; delete', async () => {
+    const name = `snap-${label}`
+    const src = await Sandbox.create({ timeoutMs: 120_000 })
+    const made = []
+    try {
+      await src.runCode('w = 99')
+      await src.files.write('snap.txt', 'in the snapshot')
+      const snap = await src.createSnapshot({ name })
+      assert(snap.snapshotId.startsWith('snap_') && JSON.stringify(snap.names) === JSON.stringify([name]),
+        `the snapshot: ${JSON.stringify(snap)}`)
+      await src.runCode('w = 0')
+      const mine = await src.listSnapshots().nextItems()
+      assert(mine.length === 1 && mine[0].snapshotId === snap.snapshotId, `this sandbox's: ${JSON.stringify(mine)}`)
+      const byName = await Sandbox.listSnapshots({ name }).nextItems()
+      assert(byName.length === 1 && byName[0].snapshotId === snap.snapshotId, `by name: ${JSON.stringify(byName)}`)
+      assert((await Sandbox.listSnapshots({ apiKey: otherKey }).nextItems()).length === 0, "another key's list")
+      assert((await Sandbox.deleteSnapshot(snap.snapshotId, { apiKey: otherKey })) === false, 'deleted by another key')
+      await src.kill()
+      made.push(await Sandbox.create(snap.snapshotId, { timeoutMs: 120_000 }))
+      made.push(await Sandbox.create(name, { timeoutMs: 120_000 }))
+      for (const m of made) {
+        assert((await m.runCode('w')).text === '99', 'w came from the snapshot')
+        assert((await m.files.read('snap.txt')) === 'in the snapshot', 'the file came from the snapshot')
+      }
+      await made[0].runCode('w = 1')
+      assert((await made[1].runCode('w')).text === '99', 'the two are separate')
+      assert((await Sandbox.deleteSnapshot(snap.snapshotId)) === true, 'deleted')
+      assert((await Sandbox.deleteSnapshot(snap.snapshotId)) === false, 'deleted twice')
+      await throws(() => Sandbox.create(snap.snapshotId), /not available/, 'a deleted snapshot')
+      assert((await made[0].runCode('w')).text === '1', 'its sandboxes outlive it')
+    } finally {
+      for (const m of made) await m.kill()
+      await Sandbox.kill(src.sandboxId)
+    }
+  })
+}
+
 await check('malformed requests get clear errors and the sandbox serves on', async () => {
   const base = process.env.E2B_SANDBOX_URL
   const headers = (port) => ({

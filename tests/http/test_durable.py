@@ -120,6 +120,51 @@ class DurableSessionsTest(ApiTestCase):
         self.assertEqual(r["session"]["state"], "restored", r["session"])
         self.assertIn("paused", r["session"]["reason"])
 
+    def test_an_e2b_snapshot_outlives_its_sandbox_and_the_server_and_is_only_its_keys(self):
+        self.start("durable-snapshot-1")
+        r = self.server.request("POST", "/sandboxes", {"templateID": "base"})
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["sandboxID"]
+        self.run_in(sid, "snap = 'kept'\nopen('s.txt', 'w').write('file')")
+        r = self.server.request("POST", f"/sandboxes/{sid}/snapshots", {"name": "durable"})
+        self.assertEqual(r.status, 201, repr(r))
+        snap = r.json()["snapshotID"]
+        self.assertEqual(r.json()["names"], ["durable"])
+        self.assertEqual(self.server.request("POST", f"/sandboxes/{sid}/snapshots", {"name": "has space"}).status, 400)
+        self.run_in(sid, "snap = 'later'")  # the snapshot holds the state of its moment
+        # Another key neither lists it, nor makes a sandbox of it, nor deletes it.
+        self.assertEqual(self.server.request("GET", "/snapshots", token=KEY_B).json(), [])
+        self.assertEqual(self.server.request("POST", "/sandboxes", {"templateID": snap}, token=KEY_B).status, 400)
+        self.assertEqual(self.server.request("DELETE", f"/templates/{snap}", token=KEY_B).status, 404)
+        self.assertEqual(self.server.request("DELETE", f"/sandboxes/{sid}").status, 204)
+        files = sorted(os.listdir(os.path.join(self.state, "snapshots")))
+        self.assertEqual(files, [snap + ".meta", snap + ".snapshot"])
+        self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.state, "snapshots", snap + ".snapshot")).st_mode),
+                         0o600)
+        self.assertEqual(self.server.stop(), 0)
+
+        self.start("durable-snapshot-2")
+        r = self.server.request("GET", f"/snapshots?sandboxID={sid}")
+        self.assertEqual(r.json(), [{"snapshotID": snap, "names": ["durable"]}])
+        self.assertEqual(self.server.request("GET", "/snapshots?name=other").json(), [])
+        r = self.server.request("POST", "/sandboxes", {"templateID": "durable"})  # by its name
+        self.assertEqual(r.status, 201, repr(r))
+        made = r.json()["sandboxID"]
+        self.assertEqual(r.json()["templateID"], "durable")
+        self.assertEqual(self.value(made, "snap, open('s.txt').read()"), "('kept', 'file')")
+        self.assertEqual(self.server.request("DELETE", "/templates/base").status, 400)
+        self.assertEqual(self.server.request("DELETE", f"/templates/{snap}").status, 204)
+        self.assertEqual(self.server.request("DELETE", f"/templates/{snap}").status, 404)
+        self.assertEqual(self.server.request("POST", "/sandboxes", {"templateID": snap}).status, 400)
+        self.assertEqual(self.server.request("GET", "/snapshots").json(), [])
+        self.assertEqual(os.listdir(os.path.join(self.state, "snapshots")), [])
+        # What is not offered says so, in E2B's shape.
+        r = self.server.request("POST", "/v3/templates", {"name": "x"})
+        self.assertEqual(r.status, 501)
+        self.assertIn("template builds are not offered", r.json()["message"])
+        self.assertEqual(self.server.request("GET", "/volumes").status, 501)
+        self.assertEqual(self.server.request("GET", "/snapshots", auth=False).status, 401)
+
     def test_a_tampered_or_foreign_file_is_refused_and_the_server_serves(self):
         self.start("durable-tamper-1")
         sid = self.create()

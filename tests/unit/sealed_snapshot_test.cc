@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "engine/limit_schema.h"
+#include "engine/snapshot_shelf.h"
 
 namespace execbox::engine {
 namespace {
@@ -98,6 +99,64 @@ TEST(SealedSnapshot, TheKeyFileIsMadeOwnerOnlyAndKept) {
   ::chmod(path.c_str(), 0644);
   EXPECT_FALSE(SnapshotKey::LoadOrCreate(path).has_value());  // readable by others: not trusted
   std::filesystem::remove_all(dir);
+}
+
+// The shelf of kept snapshots (snapshot_shelf.h): by owner, by id or name, a name's second
+// put is the same snapshot's new content, and a directory gives back what it was given,
+// refusing a file whose owner cannot be read.
+Expected<std::string> OwnerOfText(std::string_view sealed) {
+  if (sealed.starts_with("owner=")) return std::string(sealed.substr(6, sealed.find(';') - 6));
+  return Fail("not sealed here");
+}
+
+TEST(SnapshotShelf, KeepsEachOwnersSnapshotsByIdAndNameAndComesBackFromItsDirectory) {
+  char tmpl[] = "/tmp/execbox-shelf-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/snapshots";
+  {
+    auto shelf = SnapshotShelf::Open(dir, OwnerOfText);
+    ASSERT_TRUE(shelf.has_value()) << shelf.error().message;
+    auto a = (*shelf)->Put("alice", "s_1", std::nullopt, "owner=alice;one");
+    ASSERT_TRUE(a.has_value()) << a.error().message;
+    EXPECT_TRUE(a->id.starts_with("snap_"));
+    EXPECT_TRUE(a->names.empty());
+    auto named = (*shelf)->Put("alice", "s_1", "my-snap", "owner=alice;two");
+    ASSERT_TRUE(named.has_value());
+    EXPECT_NE(named->id, a->id);
+    EXPECT_EQ(named->names, std::vector<std::string>{"my-snap"});
+    // The same name again: the same snapshot, its content replaced.
+    auto again = (*shelf)->Put("alice", "s_2", "my-snap", "owner=alice;three");
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(again->id, named->id);
+    EXPECT_EQ(*(*shelf)->Find("alice", "my-snap")->sealed, "owner=alice;three");
+    // Another owner neither sees alice's nor takes her name.
+    EXPECT_FALSE((*shelf)->Find("bob", "my-snap").has_value());
+    EXPECT_FALSE((*shelf)->Find("bob", a->id).has_value());
+    EXPECT_FALSE((*shelf)->Remove("bob", a->id));
+    auto bobs = (*shelf)->Put("bob", "s_3", "my-snap", "owner=bob;x");
+    ASSERT_TRUE(bobs.has_value());
+    EXPECT_NE(bobs->id, named->id);
+    EXPECT_EQ((*shelf)->List("alice").size(), 2u);
+    EXPECT_EQ((*shelf)->BytesOf("alice"),
+              std::string("owner=alice;one").size() + std::string("owner=alice;three").size());
+    EXPECT_EQ((*shelf)->CountOf("bob"), 1u);
+    EXPECT_FALSE((*shelf)->Put("alice", "s_1", "with space", "owner=alice;y").has_value());
+    EXPECT_FALSE((*shelf)->Put("alice", "s_1", "", "owner=alice;y").has_value());
+    EXPECT_TRUE((*shelf)->Remove("alice", a->id));
+    EXPECT_FALSE((*shelf)->Find("alice", a->id).has_value());
+  }
+  // A file no seal vouches for is refused (renamed aside), the rest come back.
+  { std::ofstream(dir + "/snap_0123456789abcdef01234567.snapshot") << "forged"; }
+  auto shelf = SnapshotShelf::Open(dir, OwnerOfText);
+  ASSERT_TRUE(shelf.has_value());
+  auto alice = (*shelf)->List("alice");
+  ASSERT_EQ(alice.size(), 1u);
+  EXPECT_EQ(alice[0].names, std::vector<std::string>{"my-snap"});
+  EXPECT_EQ(alice[0].source, "s_2");
+  EXPECT_EQ(*alice[0].sealed, "owner=alice;three");
+  EXPECT_EQ((*shelf)->List("bob").size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/snap_0123456789abcdef01234567.snapshot.refused"));
+  std::filesystem::remove_all(tmpl);
 }
 
 }  // namespace

@@ -11,11 +11,20 @@
 namespace execbox::api::e2b {
 namespace {
 
-bool IsControlPath(std::string_view path) {
-  for (std::string_view prefix : {std::string_view("/sandboxes"), std::string_view("/v2/sandboxes")}) {
+bool UnderAny(std::string_view path, std::initializer_list<std::string_view> prefixes) {
+  for (std::string_view prefix : prefixes) {
     if (path == prefix || (path.starts_with(prefix) && path[prefix.size()] == '/')) return true;
   }
   return false;
+}
+
+bool IsControlPath(std::string_view path) { return UnderAny(path, {"/sandboxes", "/v2/sandboxes"}); }
+
+// The rest of E2B's API (api.e2b.app), each with the API key: snapshots, templates, volumes,
+// secrets (e2b_snapshots.cc).
+bool IsOtherApiPath(std::string_view path) {
+  return UnderAny(path, {"/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes",
+                         "/volumecontent", "/secrets"});
 }
 
 bool SameToken(std::string_view sent, const std::string& token) {
@@ -76,7 +85,8 @@ E2bApi::E2bApi(engine::Gate& gate, HttpApi& http, E2bOptions options)
 E2bApi::~E2bApi() { calls_.Close(); }
 
 bool E2bApi::Claims(const HttpRequest& request) const {
-  return IsControlPath(request.path) || !request.Header("e2b-sandbox-id").empty();
+  return IsControlPath(request.path) || IsOtherApiPath(request.path) ||
+         !request.Header("e2b-sandbox-id").empty();
 }
 
 void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
@@ -86,6 +96,8 @@ void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
                      "this server runs without it (see `execbox doctor`)");
   }
   if (IsControlPath(request.path)) return ControlPlane(request, exchange);
+  if (IsOtherApiPath(request.path) && request.Header("e2b-sandbox-id").empty())
+    return OtherPlane(request, exchange);
   auto authorized = Authorize(request, *exchange);
   if (!authorized) return;
   auto& [sandbox, key] = *authorized;

@@ -8,8 +8,9 @@
 // through the engine's gate as that key (ownership, limits, admission, audit); a sandbox is
 // not found for any other key.
 //
-//   control plane (e2b_control.cc): create, connect, get, list, set timeout, kill; metrics
-//     (e2b_metrics.cc);
+//   control plane (e2b_control.cc): create, connect, get, list, set timeout, pause, fork, kill;
+//     metrics (e2b_metrics.cc); snapshots (e2b_snapshots.cc), and E2B's templates, volumes and
+//     secrets refused there;
 //   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
 //     a Python namespace of the session, all sharing its work dir;
 //   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC
@@ -77,6 +78,12 @@ class E2bApi final : public MountedApi {
   void Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
             std::shared_ptr<Sandbox> parent);
   nlohmann::json Describe(Sandbox& sandbox, bool created);
+  // e2b_snapshots.cc: POST /sandboxes/{id}/snapshots; and the routes outside /sandboxes:
+  // GET /snapshots, DELETE /templates/{id} (a snapshot), GET /templates/aliases/{alias}, and
+  // E2B's template builds, volumes and secrets, which answer that they are not offered.
+  void CreateSnapshot(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
+                      std::shared_ptr<Sandbox> sandbox);
+  void OtherPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchange);
   // e2b_metrics.cc: GET /sandboxes/{id}/metrics.
   void Metrics(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key,
                std::shared_ptr<Sandbox> sandbox);

@@ -19,11 +19,6 @@ namespace {
 // Copies made by one fork call: each is a session of the key's, counted by max_sessions anyway.
 constexpr int64_t kMaxForks = 8;
 
-// The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base.
-bool KnownTemplate(const std::string& id) {
-  return id == "code-interpreter-v1" || id == "code-interpreter" || id == "base";
-}
-
 // The E2B features a sandbox here cannot have: a request that asks for one is refused, never
 // answered with a sandbox that silently lacks it. (The network fields are e2b_network.h's.)
 std::optional<std::string> Unsupported(const nlohmann::json& body) {
@@ -177,10 +172,15 @@ void E2bApi::ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& excha
     return Connect(request, exchange, *key, id);
   if (action == "fork" && method == "POST") return Fork(request, exchange, *key, sandbox);
   if (action == "metrics" && method == "GET") return Metrics(request, exchange, *key, sandbox);
+  if (action == "snapshots" && method == "POST") return CreateSnapshot(request, exchange, *key, sandbox);
+  if (action == "network") {
+    return SendError(*exchange, 501,
+                     "a sandbox's network policy is fixed for its life in execbox (a session's is): give it "
+                     "at creation (allowInternetAccess, network), or create a new sandbox from a snapshot");
+  }
   SendError(*exchange, 501,
             method + " /sandboxes/{id}" + (action.empty() ? "" : "/" + action.substr(0, 40)) +
-                " of E2B's API is not implemented by execbox (snapshots are not offered: fork or pause "
-                "a sandbox instead)");
+                " of E2B's API is not implemented by execbox");
 }
 
 void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
@@ -191,11 +191,22 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   sandbox->template_id = body->value("templateID", std::string("base"));
   if (!(*body)["templateID"].is_null() && !(*body)["templateID"].is_string())
     return SendError(*exchange, 400, "templateID must be a string");
+  const engine::Caller caller = CallerOf(key);
+  // Any other template is one of the key's snapshots (by id or name), or not available.
+  std::optional<std::string> snapshot;
   if (!KnownTemplate(sandbox->template_id)) {
-    return SendError(*exchange, 400,
-                     "template '" + sandbox->template_id.substr(0, 100) +
-                         "' is not available: an execbox sandbox is its server's Debian Python with "
-                         "numpy, pandas and matplotlib (templates code-interpreter-v1 and base)");
+    for (const auto& s : gate_.KeptSnapshots(caller)) {
+      if (s.id == sandbox->template_id ||
+          std::find(s.names.begin(), s.names.end(), sandbox->template_id) != s.names.end())
+        snapshot = s.id;
+    }
+    if (!snapshot) {
+      return SendError(*exchange, 400,
+                       "template '" + sandbox->template_id.substr(0, 100) +
+                           "' is not available: an execbox sandbox is its server's Debian Python with "
+                           "numpy, pandas and matplotlib (templates code-interpreter-v1 and base), or made "
+                           "from one of this key's snapshots (createSnapshot)");
+    }
   }
   if (auto unsupported = Unsupported(*body))
     return SendError(*exchange, 400, "not supported: " + *unsupported);
@@ -211,17 +222,24 @@ void E2bApi::Create(HttpRequest& request, std::shared_ptr<Exchange>& exchange, c
   sandbox->key_id = key.id;
   sandbox->token = GenerateToken();
   const auto lifetime = timeout.value_or(options_.default_timeout);
-  const engine::Caller caller = CallerOf(key);
   const engine::Origin origin{.transport = engine::Transport::kE2b, .peer = request.peer};
   // Network, as far as the gate grants it: `allow_internet_access: true` (the SDKs' default)
-  // asks for the caller's whole bound, none where that is empty.
+  // asks for the caller's whole bound, none where that is empty. A sandbox made from a snapshot
+  // has the snapshot's sandbox's policy instead, bounded again (Gate::SessionFromSnapshot).
   auto network = NetworkAsk(*body, gate_.NetworkBound(caller));
   if (!network) return SendError(*exchange, 400, network.error());
   // Making a session forks a child: never on the I/O thread.
-  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime, auto_pause,
+  calls_.Spawn([this, exchange, sandbox, caller, origin, lifetime, auto_pause, snapshot,
                 policy = std::move(*network)]() mutable {
     ForgetEnded();
-    auto info = gate_.CreateSession(caller, {}, origin, false, std::move(policy));
+    engine::Refused<engine::SessionInfo> info;
+    if (snapshot) {
+      auto copied = gate_.SessionFromSnapshot(caller, *snapshot, origin);
+      if (!copied) return SendRefusal(*exchange, copied.error());
+      info = std::move(copied->info);
+    } else {
+      info = gate_.CreateSession(caller, {}, origin, false, std::move(policy));
+    }
     if (!info) return SendRefusal(*exchange, info.error());
     // autoPause (the SDKs' lifecycle onTimeout 'pause'): paused at its timeout, not killed.
     if (auto_pause) (void)gate_.PauseSessionAtExpiry(caller, info->id, true);

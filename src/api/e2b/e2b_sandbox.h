@@ -62,6 +62,10 @@ inline constexpr const char* kWatchTag = "execbox:watch-dir";
 // The tag of a metrics sample's process (e2b_metrics.cc), left out likewise.
 inline constexpr const char* kMetricsTag = "execbox:metrics";
 
+// The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base
+// (e2b_snapshots.cc). Any other template id a create names must be one of the key's snapshots.
+bool KnownTemplate(const std::string& id);
+
 // The context every sandbox has; in the session it is the default namespace ("").
 inline constexpr const char* kDefaultContext = "default";
 inline std::string NamespaceOf(const std::string& context) {
