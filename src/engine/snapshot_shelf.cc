@@ -12,7 +12,7 @@
 
 #include "base/io.h"
 #include "base/random.h"
-#include "base/unique_fd.h"
+#include "base/replace_file.h"
 
 namespace execbox::engine {
 namespace {
@@ -31,24 +31,6 @@ bool PlainId(std::string_view id) {
 
 int64_t UnixOf(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
-}
-
-// Replaces `path` with `data` at once.
-execbox::Status WriteReplacing(const std::string& path, std::string_view data) {
-  const std::string temp = path + ".new";
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.Valid()) return FailErrno("write " + temp);
-  if (auto w = WriteAll(fd.Get(), data); !w) {
-    ::unlink(temp.c_str());
-    return std::unexpected(w.error());
-  }
-  fd.Reset();
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    return FailErrno("replace " + path, err);
-  }
-  return {};
 }
 
 void Refuse(const std::string& path, const std::string& why) {
@@ -127,8 +109,8 @@ Expected<std::unique_ptr<SnapshotShelf>> SnapshotShelf::Open(const std::string& 
 execbox::Status SnapshotShelf::Write(const ShelvedSnapshot& s) const {
   if (dir_.empty()) return {};
   const nlohmann::json meta{{"names", s.names}, {"source", s.source}, {"created_unix", UnixOf(s.created)}};
-  if (auto w = WriteReplacing(dir_ + "/" + s.id + std::string(kMetaSuffix), meta.dump()); !w) return w;
-  return WriteReplacing(dir_ + "/" + s.id + std::string(kSnapshotSuffix), *s.sealed);
+  if (auto w = ReplaceFile(dir_ + "/" + s.id + std::string(kMetaSuffix), meta.dump()); !w) return w;
+  return ReplaceFile(dir_ + "/" + s.id + std::string(kSnapshotSuffix), *s.sealed);
 }
 
 const ShelvedSnapshot* SnapshotShelf::FindLocked(const std::string& owner,

@@ -80,7 +80,9 @@ std::optional<std::string> QueryParam(std::string_view query, std::string_view n
 }
 
 E2bApi::E2bApi(engine::Gate& gate, HttpApi& http, E2bOptions options)
-    : gate_(gate), http_(http), options_(options) {}
+    : gate_(gate), http_(http), options_(std::move(options)) {
+  TakeBack();
+}
 
 E2bApi::~E2bApi() { calls_.Close(); }
 
@@ -169,8 +171,11 @@ std::shared_ptr<E2bApi::Sandbox> E2bApi::Find(const std::string& id) {
 }
 
 void E2bApi::Forget(const std::string& id) {
-  std::lock_guard lock(mu_);
-  sandboxes_.erase(id);
+  {
+    std::lock_guard lock(mu_);
+    if (sandboxes_.erase(id) == 0) return;
+  }
+  Unkeep(id);
 }
 
 void E2bApi::ForgetEnded() {

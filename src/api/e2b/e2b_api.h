@@ -40,6 +40,9 @@ namespace execbox::api::e2b {
 struct E2bOptions {
   // A sandbox created without a timeout lives this long, as on E2B.
   std::chrono::seconds default_timeout{300};
+  // The sessions' state dir ("": none): what E2B keeps of each sandbox is kept there too
+  // (e2b_records.cc), so that its sandboxes outlive a restart as their sessions do.
+  std::string state_dir;
 };
 
 class E2bApi final : public MountedApi {
@@ -68,6 +71,13 @@ class E2bApi final : public MountedApi {
   // Forgets every sandbox whose session has ended (its timeout, a kill through /v1), so that
   // what is kept here stays within the engine's max_sessions.
   void ForgetEnded();
+
+  // e2b_records.cc: the sandbox's record written (Publish, a context made or removed), removed
+  // (Forget), and the records whose sessions came back taken back (at construction).
+  std::string RecordDir() const;
+  void Keep(Sandbox& sandbox);
+  void Unkeep(const std::string& id);
+  void TakeBack();
 
   // e2b_control.cc
   void ControlPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchange);
@@ -151,6 +161,7 @@ class E2bApi final : public MountedApi {
 
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::mutex records_mu_;  // one record written at a time
   // Its executions, commands and the calls that wait for a session, each on its own thread;
   // last, so that they end before the rest goes.
   Calls calls_;

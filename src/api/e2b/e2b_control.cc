@@ -263,6 +263,7 @@ engine::Refused<void> E2bApi::Publish(std::shared_ptr<Sandbox> sandbox, const en
     sandbox->end_at = std::chrono::system_clock::now() + lifetime;
     sandbox->contexts[kDefaultContext] = Sandbox::Context{.id = kDefaultContext, .cwd = ""};
   }
+  Keep(*sandbox);
   std::lock_guard lock(mu_);
   sandboxes_[sandbox->id] = sandbox;
   return {};
@@ -384,17 +385,19 @@ void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
       if (info.paused) paused.insert(info.id);
     }
     std::vector<std::shared_ptr<Sandbox>> mine;
+    std::vector<std::string> ended;
     {
       std::lock_guard lock(mu_);
-      for (auto it = sandboxes_.begin(); it != sandboxes_.end();) {
-        if (it->second->key_id == caller.id && !live.contains(it->first)) {
-          it = sandboxes_.erase(it);  // its session ended
-          continue;
+      for (const auto& [id, s] : sandboxes_) {
+        if (s->key_id != caller.id) continue;
+        if (live.contains(id)) {
+          mine.push_back(s);
+        } else {
+          ended.push_back(id);  // its session ended
         }
-        if (it->second->key_id == caller.id) mine.push_back(it->second);
-        ++it;
       }
     }
+    for (const auto& id : ended) Forget(id);
     std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) {
       return a->started != b->started ? a->started < b->started : a->id < b->id;
     });

@@ -245,11 +245,14 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     if (!id) return SendError(*exchange, 500, "no randomness for a context id");
     Sandbox::Context context{.id = *id, .cwd = cwd.is_string() ? SandboxPath(cwd.get<std::string>()) : ""};
     if (context.cwd == kHome) context.cwd.clear();
-    std::lock_guard lock(sandbox->mu);
-    if (sandbox->contexts.size() >= kMaxContexts)
-      return SendError(*exchange, 400,
-                       "a sandbox holds at most " + std::to_string(kMaxContexts) + " contexts");
-    sandbox->contexts[context.id] = context;
+    {
+      std::lock_guard lock(sandbox->mu);
+      if (sandbox->contexts.size() >= kMaxContexts)
+        return SendError(*exchange, 400,
+                         "a sandbox holds at most " + std::to_string(kMaxContexts) + " contexts");
+      sandbox->contexts[context.id] = context;
+    }
+    Keep(*sandbox);
     return SendJson(*exchange, 200, describe(context));
   }
   std::string_view rest = std::string_view(request.path).substr(std::string_view("/contexts/").size());
@@ -283,6 +286,7 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
         sandbox->contexts.erase(id);
       }
     }
+    if (!restart) Keep(*sandbox);
     exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
   });
 }
