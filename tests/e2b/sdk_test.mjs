@@ -313,6 +313,32 @@ await check('a directory watch sees files made by code and commands, streamed an
   assert(missing.status === 404, JSON.stringify(missing))
 })
 
+await check('signed file URLs work without headers; another operation, path or an expired one is refused', async () => {
+  await sbx.files.write('signed.txt', 'signed')
+  const down = await sbx.downloadUrl('signed.txt')
+  assert(new URL(down).searchParams.get('signature').startsWith('v1_'), `signed: ${down}`)
+  let res = await fetch(down)
+  assert(res.status === 200 && (await res.text()) === 'signed', `download: ${res.status}`)
+  const form = () => {
+    const f = new FormData()
+    f.append('file', new Blob(['up']), 'uploaded.txt')
+    return f
+  }
+  res = await fetch(await sbx.uploadUrl('uploaded.txt'), { method: 'POST', body: form() })
+  assert(res.ok, `upload: ${res.status} ${await res.text()}`)
+  assert((await sbx.files.read('uploaded.txt')) === 'up', 'the uploaded file')
+  res = await fetch(down, { method: 'POST', body: form() })
+  assert(res.status === 401, `a read URL used to write: ${res.status}`)
+  res = await fetch(down.replace('signed.txt', 'uploaded.txt'))
+  assert(res.status === 401, `another path: ${res.status}`)
+  const soon = await sbx.downloadUrl('signed.txt', { useSignatureExpiration: 1 })
+  res = await fetch(soon)
+  assert(res.status === 200, `before its expiry: ${res.status}`)
+  await new Promise((r) => setTimeout(r, 2500))
+  res = await fetch(soon)
+  assert(res.status === 401 && /expired/.test(await res.text()), `after its expiry: ${res.status}`)
+})
+
 await check('gzip: uploads and downloads compressed, in the home and outside it', async () => {
   const text = 'a line of text\n'.repeat(4000)
   await sbx.files.write('/home/user/z.txt', text, { gzip: true })

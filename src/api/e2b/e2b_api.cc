@@ -2,11 +2,15 @@
 
 #include <openssl/crypto.h>
 
+#include <charconv>
+
 #include "api/common/json_text.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
 #include "api/http/http_target.h"
+#include "base/base64.h"
+#include "base/sha256.h"
 
 namespace execbox::api::e2b {
 namespace {
@@ -25,6 +29,25 @@ bool IsControlPath(std::string_view path) { return UnderAny(path, {"/sandboxes",
 bool IsOtherApiPath(std::string_view path) {
   return UnderAny(path, {"/snapshots", "/templates", "/v2/templates", "/v3/templates", "/volumes",
                          "/volumecontent", "/secrets"});
+}
+
+// A request for a file by a signed URL (E2B's downloadUrl, uploadUrl).
+bool IsSignedFileUrl(const HttpRequest& request) {
+  return request.path == "/files" && QueryParam(request.query, "signature").has_value();
+}
+
+// The signature E2B's SDK puts in a file URL: "v1_" and the unpadded base64 of SHA-256 over
+// "path:operation:user:token" (":expiry" added when it has one).
+std::string FileSignature(std::string_view path, std::string_view operation, std::string_view user,
+                          std::string_view token, std::string_view expiry) {
+  std::string raw;
+  raw.append(path).append(":").append(operation).append(":").append(user).append(":").append(token);
+  if (!expiry.empty()) raw.append(":").append(expiry);
+  const auto digest = Sha256(raw);
+  std::string encoded =
+      Base64Encode(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+  while (!encoded.empty() && encoded.back() == '=') encoded.pop_back();
+  return "v1_" + encoded;
 }
 
 bool SameToken(std::string_view sent, const std::string& token) {
@@ -88,7 +111,7 @@ E2bApi::~E2bApi() { calls_.Close(); }
 
 bool E2bApi::Claims(const HttpRequest& request) const {
   return IsControlPath(request.path) || IsOtherApiPath(request.path) ||
-         !request.Header("e2b-sandbox-id").empty();
+         !request.Header("e2b-sandbox-id").empty() || IsSignedFileUrl(request);
 }
 
 void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
@@ -100,7 +123,9 @@ void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   if (IsControlPath(request.path)) return ControlPlane(request, exchange);
   if (IsOtherApiPath(request.path) && request.Header("e2b-sandbox-id").empty())
     return OtherPlane(request, exchange);
-  auto authorized = Authorize(request, *exchange);
+  auto authorized = request.Header("e2b-sandbox-id").empty() && IsSignedFileUrl(request)
+                        ? AuthorizeSigned(request, *exchange)
+                        : Authorize(request, *exchange);
   if (!authorized) return;
   auto& [sandbox, key] = *authorized;
   // E2b-Sandbox-Port says which of the sandbox's servers the SDK means; the paths differ anyway.
@@ -162,6 +187,46 @@ std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::Autho
     return std::nullopt;
   }
   return std::make_pair(std::move(sandbox), std::move(*key));
+}
+
+std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::AuthorizeSigned(
+    const HttpRequest& request, Exchange& exchange) {
+  const std::string signature = QueryParam(request.query, "signature").value_or("");
+  const std::string expiry = QueryParam(request.query, "signature_expiration").value_or("");
+  const std::string path = QueryParam(request.query, "path").value_or("");
+  const std::string user = QueryParam(request.query, "username").value_or("");
+  const char* operation = request.method == "POST" ? "write" : "read";
+  // The signature names its sandbox: the one whose token makes it (each compared in constant time).
+  std::vector<std::shared_ptr<Sandbox>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, s] : sandboxes_) all.push_back(s);
+  }
+  std::shared_ptr<Sandbox> signer;
+  for (const auto& s : all) {
+    if (SameToken(signature, FileSignature(path, operation, user, s->token, expiry))) signer = s;
+  }
+  if (!signer) {
+    SendError(exchange, 401, "the file URL's signature is not valid (for this path, operation and user)");
+    return std::nullopt;
+  }
+  if (!expiry.empty()) {
+    const auto now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    int64_t until = 0;
+    if (std::from_chars(expiry.data(), expiry.data() + expiry.size(), until).ec != std::errc() ||
+        until < now) {
+      SendError(exchange, 401, "the file URL's signature has expired");
+      return std::nullopt;
+    }
+  }
+  auto key = http_.keys()->KeyWithId(signer->key_id);
+  if (!key || !gate_.SessionLimits(CallerOf(*key), signer->id)) {
+    SendError(exchange, 404, "sandbox " + signer->id + " has ended (its timeout passed, or it was killed)");
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(signer), std::move(*key));
 }
 
 std::shared_ptr<E2bApi::Sandbox> E2bApi::Find(const std::string& id) {

@@ -66,6 +66,11 @@ class E2bApi final : public MountedApi {
   // The sandbox a sandbox-plane call names, and its key, when the call carries its token.
   std::optional<std::pair<std::shared_ptr<Sandbox>, ApiKey>> Authorize(const HttpRequest& request,
                                                                        Exchange& exchange);
+  // A signed file URL's sandbox (E2B's downloadUrl and uploadUrl, which carry no sandbox id and no
+  // token: a signature over the path, the operation, the user and the sandbox's token, perhaps
+  // with an expiry), and its key, or an answer sent (401 for a wrong or expired signature).
+  std::optional<std::pair<std::shared_ptr<Sandbox>, ApiKey>> AuthorizeSigned(const HttpRequest& request,
+                                                                             Exchange& exchange);
   std::shared_ptr<Sandbox> Find(const std::string& id);
   void Forget(const std::string& id);
   // Forgets every sandbox whose session has ended (its timeout, a kill through /v1), so that
