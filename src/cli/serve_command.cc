@@ -258,8 +258,8 @@ int RunServe(const ServeArgs& args) {
   api->Serve("/mcp", mcp.get());
   // E2B's API on the same port (docs/e2b.md, "Using the E2B SDK"), through the same gate; it is
   // destroyed after the server stops and the API has drained.
-  auto e2b = std::make_unique<api::e2b::E2bApi>(*gate, *api,
-                                                api::e2b::E2bOptions{.state_dir = config.session_state_dir});
+  auto e2b = std::make_unique<api::e2b::E2bApi>(
+      *gate, *api, api::e2b::E2bOptions{.state_dir = config.session_state_dir, .domain = config.e2b_domain});
   api->Mount(e2b.get());
   api::HttpServerOptions http{.host = where->host,
                               .port = where->port,

@@ -197,6 +197,23 @@ class Reader {
   std::string file_;
 };
 
+// A DNS name of lower-case labels (E2B's sandbox domain): 1-253 characters, each label 1-63 of
+// a-z, 0-9 and '-', neither first nor last a '-'.
+bool ValidDomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t dot = std::min(s.find('.', start), s.size());
+    const std::string_view label = s.substr(start, dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-') return false;
+    for (char c : label) {
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+    }
+    start = dot + 1;
+  }
+  return true;
+}
+
 // "host:port" or "[v6]:port", port 0-65535 (0: any free port).
 bool ValidListen(std::string_view s) {
   size_t colon;
@@ -517,6 +534,22 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                         return {};
                       }},
                  });
+           })},
+          {"e2b", section([&](const toml::table& t, const std::string& prefix) {
+             return Fields(t, prefix,
+                           {
+                               {"domain",
+                                [&](const toml::node& node, const std::string& key) -> Status {
+                                  auto v = String(node, key);
+                                  if (!v) return std::unexpected(v.error());
+                                  if (!v->empty() && !ValidDomain(*v))
+                                    return Err(
+                                        node, key,
+                                        "expected a DNS name (labels of a-z, 0-9 and '-', joined by dots)");
+                                  c.e2b_domain = *v;
+                                  return {};
+                                }},
+                           });
            })},
           {"packages", section([&](const toml::table& t, const std::string& prefix) {
              return Fields(t, prefix,

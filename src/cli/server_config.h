@@ -67,6 +67,9 @@ struct ServerConfig {
   std::chrono::seconds session_idle_ttl{30 * 60};
   std::chrono::seconds session_max_lifetime{24 * 3600};  // the longest E2B sandbox timeout taken
   std::string session_state_dir;  // sessions kept across restarts here (engine::SessionOptions); "": not kept
+  // [e2b] domain: E2B's sandbox domain for this server, "<port>-<sandbox id>.<domain>" naming a
+  // sandbox's port (api/e2b/e2b_ports.cc); "": none.
+  std::string e2b_domain;
 
   // [packages] wheelhouse: a directory of wheels the sandbox may install from (read-only,
   // never the network; docs/packages.md "Packages"); "" for none.

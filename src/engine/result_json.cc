@@ -23,7 +23,7 @@ json LayersJson(const jail::Layers& l) {
       {"no_new_privs", l.no_new_privs},
       {"capabilities_dropped", l.capabilities_dropped},
       {"landlock_abi", l.landlock_abi},
-      {"landlock_restricts", jail::LandlockRestricts(l.landlock_abi)},
+      {"landlock_restricts", jail::LandlockRestricts(l.landlock_abi, l.landlock_tcp)},
       {"cgroup", l.cgroup},
       {"hostname", l.hostname},
       {"proc", l.proc},

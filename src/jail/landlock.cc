@@ -134,7 +134,7 @@ struct NetPortAttr {
 constexpr int kRuleNetPort = 2;
 
 int AddRules(int ruleset_fd, const LandlockPlan& plan, uint64_t handled_fs) noexcept {
-  if (plan.tcp_port != 0 && HandledNetAccess(plan.abi) != 0) {
+  if (plan.tcp_port != 0 && !plan.tcp_open && HandledNetAccess(plan.abi) != 0) {
     NetPortAttr rule{.allowed_access = HandledNetAccess(plan.abi), .port = plan.tcp_port};
     if (syscall(SYS_landlock_add_rule, ruleset_fd, kRuleNetPort, &rule, 0) != 0) return errno;
   }
@@ -154,10 +154,10 @@ int LandlockAbi() noexcept {
   return abi > 0 ? static_cast<int>(abi) : 0;
 }
 
-std::vector<std::string> LandlockRestricts(int abi) {
+std::vector<std::string> LandlockRestricts(int abi, bool tcp) {
   std::vector<std::string> what;
   if (abi >= 1) what.emplace_back("filesystem");
-  if (HandledNetAccess(abi) != 0) what.emplace_back("tcp");
+  if (tcp && HandledNetAccess(abi) != 0) what.emplace_back("tcp");
   if (Scopes(abi) != 0) {
     what.emplace_back("signals");
     what.emplace_back("abstract_unix_sockets");
@@ -176,7 +176,7 @@ LandlockPlan MakeLandlockPlan(std::vector<std::string> writable, std::vector<std
 int ApplyLandlock(const LandlockPlan& plan) noexcept {
   if (plan.abi <= 0) return 0;
   const uint64_t handled_fs = HandledFsAccess(plan.abi);
-  const RulesetAttr attr{handled_fs, HandledNetAccess(plan.abi), Scopes(plan.abi)};
+  const RulesetAttr attr{handled_fs, plan.tcp_open ? 0 : HandledNetAccess(plan.abi), Scopes(plan.abi)};
   const long ruleset = syscall(SYS_landlock_create_ruleset, &attr, RulesetAttrSize(plan.abi), 0);
   if (ruleset < 0) return errno;
   const int ruleset_fd = static_cast<int>(ruleset);

@@ -17,6 +17,9 @@ struct LandlockPlan {
   std::vector<std::string> writable;  // dirs where files may be created, written, removed
   std::vector<std::string> devices;   // device files that may be written (e.g. /dev/null)
   uint16_t tcp_port = 0;              // bind and connect allowed on this TCP port only (0: none)
+  // TCP left to the net namespace (not handled: bind and connect on any port): a session's own
+  // servers on its loopback, where `lo` is the only interface there is.
+  bool tcp_open = false;
 };
 
 // What a ruleset of ABI `abi` restricts, as the result's isolation reports it: "filesystem"
@@ -24,7 +27,8 @@ struct LandlockPlan {
 // the sandbox, ABI 6+). Below those ABIs the namespaces and seccomp cover the rest: the net
 // namespace has no route out and seccomp allows only AF_UNIX sockets; the pid namespace hides
 // every outside process from kill(); the ipc and net namespaces keep abstract sockets apart.
-std::vector<std::string> LandlockRestricts(int abi);
+// `tcp`: false where the plan left TCP open (LandlockPlan::tcp_open).
+std::vector<std::string> LandlockRestricts(int abi, bool tcp = true);
 
 LandlockPlan MakeLandlockPlan(std::vector<std::string> writable, std::vector<std::string> devices);
 

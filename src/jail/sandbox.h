@@ -54,6 +54,9 @@ struct Layers {
        cgroup_ns = false;
   bool seccomp = false, no_new_privs = false, capabilities_dropped = false;
   int landlock_abi = 0;  // 0: not applied
+  // Landlock handled TCP where its ABI can; false for a session's child, whose own servers
+  // bind and connect on its loopback (LandlockPlan::tcp_open).
+  bool landlock_tcp = true;
   std::string cgroup = "none";
   // Set once the jail reported its start (wire::kWithout*): a container may refuse both.
   bool hostname = false;  // the hostname is the policy's ("sandbox")

@@ -155,6 +155,7 @@ Expected<Outcome> WarmChild::Execute(std::string_view request, const std::string
   out.stdout_capture = Capture(limits.output_bytes);
   out.stderr_capture = Capture(limits.output_bytes);
   out.layers = layers_;
+  if (init_) out.layers.landlock_tcp = false;  // a session's child (warm_child_setup.cc, SessionServers)
   out.enforcement = enforcement_;
   Cgroup* cgroup = cgroup_.get();
   int control = ch.control_host.Get();

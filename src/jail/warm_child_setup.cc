@@ -121,6 +121,13 @@ void SetProxyEnvironment(int port) {
   ::unsetenv("PIP_NO_INDEX");  // pip may reach an index the policy allows
 }
 
+// A session's child whose processes may serve TCP on its loopback (lo up, AF_INET stream
+// sockets allowed, Landlock leaving TCP to the namespace); every session where the worker has
+// the loopback's seccomp program.
+bool SessionServers(const WarmChildSpec& spec, const ZygoteSetup& setup) noexcept {
+  return spec.session != 0 && setup.seccomp_loopback != nullptr;
+}
+
 // The code's process, isolated: locked down before it waits for code. `init` (a session's,
 // else -1) is the socket the session's init serves the host on; `layer` (a session's, else -1)
 // its root's upper layer; `relay` (a session's with network) the listener and connector.
@@ -201,7 +208,11 @@ void SetProxyEnvironment(int port) {
   LandlockPlan landlock = layer >= 0 ? setup.session_landlock : setup.landlock;
   // With network, TCP to the relay's port (connect; and bind, which the init's listener holds).
   if (relayed) landlock.tcp_port = static_cast<uint16_t>(spec.egress_port);
-  const SeccompProgram& seccomp = relayed ? *setup.seccomp_loopback : *setup.seccomp;
+  // A session is a machine: its servers listen on its loopback, any port (lo is all its net
+  // namespace has: nothing outside reaches them but the host's relay, e2b_ports.cc).
+  const bool servers = SessionServers(spec, setup);
+  if (servers) landlock.tcp_open = true;
+  const SeccompProgram& seccomp = relayed || servers ? *setup.seccomp_loopback : *setup.seccomp;
   if (const char* step = LockDown(landlock, seccomp)) CodeFail(channel, step);
   if (init >= 0) {
     ForkSessionInit(channel, init, layer, relay, setup);
@@ -234,15 +245,17 @@ void RunChild(const WarmChildSpec& spec, int control, int channel, int init, int
   // A session with network: lo up and the relay listening on it, before the lockdown (the code
   // may then only connect there); nothing else is added to the namespace.
   SessionRelay relay;
-  if (egress >= 0) {
-    if (setup.seccomp_loopback == nullptr) {
-      errno = ENOSYS;
-      SetupFail(control, "network in a session (this worker cannot)");
-    }
+  if (egress >= 0 && setup.seccomp_loopback == nullptr) {
+    errno = ENOSYS;
+    SetupFail(control, "network in a session (this worker cannot)");
+  }
+  if (egress >= 0 || SessionServers(spec, setup)) {
     if (int err = BringLoopbackUp(); err != 0) {
       errno = err;
       SetupFail(control, "bring up the loopback interface");
     }
+  }
+  if (egress >= 0) {
     relay.listener = ListenOnLoopback(static_cast<uint16_t>(spec.egress_port));
     if (relay.listener < 0) SetupFail(control, "listen on the loopback for the network relay");
     relay.connector = egress;

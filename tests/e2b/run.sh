@@ -24,8 +24,9 @@ log=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b.XXXXXX")
 # calls are executions too, and the checks run them as fast as the machine goes. The others
 # keep the defaults.
 config=$(mktemp "${TMPDIR:-/tmp}/execbox-e2b-config.XXXXXX")
+printf '[e2b]\ndomain = "execbox.test"\n' >"$config"
 printf '[[keys]]\nid = "e2b-test"\nsha256 = "%s"\nrate_per_second = 1000\nburst = 1000\nmax_concurrent = 16\n' \
-  "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >"$config"
+  "$(printf %s "$key" | sha256sum | cut -d' ' -f1)" >>"$config"
 printf '[[keys]]\nid = "e2b-capped"\nsha256 = "%s"\nmax_sessions = 1\n' \
   "$(printf %s "$capped" | sha256sum | cut -d' ' -f1)" >>"$config"
 EXECBOX_API_KEYS="$other,$plain" "$execbox" serve --config "$config" --listen 127.0.0.1:0 2>"$log" &

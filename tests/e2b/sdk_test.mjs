@@ -4,6 +4,7 @@
 //   node sdk_test.mjs LABEL OTHER_KEY [PLAIN_KEY]
 // OTHER_KEY is a second key of the server's (its sandboxes and the first key's never meet);
 // PLAIN_KEY, a key not shaped e2b_<hex>, is tried with SDKs that do not insist on the shape.
+import http from 'node:http'
 import { Sandbox } from '@e2b/code-interpreter'
 
 const [label, otherKey, plainKey] = process.argv.slice(2)
@@ -36,6 +37,24 @@ async function throws(fn, pattern, what) {
   const text = `${error.name}: ${error.message}`
   assert(pattern.test(text), `${what}: the error does not match ${pattern}: ${text}`)
   return error
+}
+
+// A GET to this server as to `host` (a sandbox's port by E2B's getHost), on a fresh connection.
+function hostGet(host, path, headers = {}) {
+  const url = new URL(process.env.E2B_SANDBOX_URL)
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: url.hostname, port: url.port, path, headers: { Host: host, ...headers }, agent: false },
+      (res) => {
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (c) => (body += c))
+        res.on('end', () => resolve({ status: res.statusCode, body }))
+      },
+    )
+    req.on('error', reject)
+    req.end()
+  })
 }
 
 // Polls `condition` until it holds or `ms` pass.
@@ -564,6 +583,33 @@ await check('a foreground command still returns its output and exit code', async
   assert(r.exitCode === 0 && r.stdout === '42\n' && r.stderr === 'warn\n', JSON.stringify(r))
   const e = await throws(() => sbx.commands.run('exit 7'), /exit status 7/, 'exit 7')
   assert(e.name === 'CommandExitError' && e.exitCode === 7, `${e.name} ${e.exitCode}`)
+})
+
+await check('getHost reaches a server in the sandbox with its token; a port nobody listens on is refused', async () => {
+  await sbx.files.write('www/hello.txt', 'hello from inside')
+  const server = await sbx.commands.run('cd www && exec python3 -m http.server 8123 --bind 127.0.0.1', { background: true })
+  try {
+    const host = sbx.getHost(8123)
+    assert(host === `8123-${sbx.sandboxId}.execbox.test`, `host: ${host}`)
+    const token = { 'E2B-Traffic-Access-Token': sbx.trafficAccessToken }
+    await waitFor(async () => (await hostGet(host, '/hello.txt', token)).status === 200, 'the server answers', 30_000)
+    const r = await hostGet(host, '/hello.txt?x=1', token)
+    assert(r.status === 200 && r.body === 'hello from inside', `through getHost: ${r.status} ${r.body}`)
+    const listing = await hostGet(host, '/', { 'X-Access-Token': sbx.envdAccessToken })
+    assert(listing.status === 200 && listing.body.includes('hello.txt'), `the directory listing: ${listing.status}`)
+    assert((await hostGet(host, '/missing', token)).status === 404, "the server's own 404")
+    const anonymous = await hostGet(host, '/hello.txt')
+    assert(anonymous.status === 404 && !anonymous.body.includes('hello from inside'), `no token: ${anonymous.status}`)
+    const none = await hostGet(sbx.getHost(8124), '/', token)
+    assert(none.status === 502 && /nothing listens on port 8124/.test(none.body), `port 8124: ${none.status} ${none.body}`)
+    // envd by its host, as an SDK without E2B_SANDBOX_URL reaches it.
+    const health = await hostGet(sbx.getHost(49983), '/health', token)
+    assert(health.status === 204 || health.status === 200, `envd by host: ${health.status}`)
+    assert((await sbx.commands.list()).every((p) => p.pid !== undefined && !String(p.tag).includes('relay')),
+      'the relays are not listed')
+  } finally {
+    await server.kill()
+  }
 })
 
 await check('getInfo and list', async () => {

@@ -391,13 +391,15 @@ print(made)
         self.assertEqual(plain.status, 201, repr(plain))
         self.assertNotIn("network", plain.json())
         sid = plain.json()["id"]
+        # Its loopback is its own (its servers'), and nothing beyond it has a route.
         r = self.in_session(sid, "import os, socket\nprint(os.environ.get('HTTP_PROXY'))\n"
-                                 f"try:\n    socket.create_connection(('127.0.0.2', {self.port}), timeout=5)\n"
-                                 "except OSError as e:\n    print('refused', type(e).__name__)\n")
-        self.assertEqual(r["stdout"], "None\nrefused PermissionError\n", r)
-        # What it tried is listed, refused: no network.
+                                 f"for host in ('127.0.0.2', '192.0.2.1'):\n"
+                                 f"    try:\n        socket.create_connection((host, {self.port}), timeout=5)\n"
+                                 "    except OSError as e:\n        print('refused', e.errno)\n")
+        self.assertEqual(r["stdout"], "None\nrefused 111\nrefused 101\n", r)  # ECONNREFUSED, ENETUNREACH
+        # What it tried beyond the loopback is listed, refused: no network.
         self.assertEqual([(c["host"], c["port"], c["allowed"], c["reason"]) for c in r["network"]["connections"]],
-                         [("127.0.0.2", self.port, False, "no network")], r["network"])
+                         [("192.0.2.1", self.port, False, "no network")], r["network"])
         # An execution in a session cannot ask for a network of its own.
         own = self.server.request("POST", f"/v1/sessions/{sid}/execute",
                                   {"code": "1", "network": {"allow": [self.target()]}})

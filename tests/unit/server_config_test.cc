@@ -205,6 +205,20 @@ TEST(Config, InstanceIsADnsLabel) {
             std::string::npos);
 }
 
+TEST(Config, E2bDomainIsADnsName) {
+  auto c = Load("[e2b]\ndomain = \"sandbox.example.test\"\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->e2b_domain, "sandbox.example.test");
+  EXPECT_EQ(DefaultConfig().e2b_domain, "");
+  for (const char* bad : {"Example.test", "a..b", ".a", "a.", "-a.b", "a_b.c", "a b"}) {
+    EXPECT_NE(
+        LoadError(std::string("[e2b]\ndomain = \"") + bad + "\"\n").find("e2b.domain: expected a DNS name"),
+        std::string::npos)
+        << bad << ": " << LoadError(std::string("[e2b]\ndomain = \"") + bad + "\"\n");
+  }
+  EXPECT_NE(LoadError("[e2b]\nport = 1\n").find("e2b.port"), std::string::npos);
+}
+
 TEST(Config, BadSha256IsRejected) {
   const std::string error = LoadError("[[keys]]\nid = \"alice\"\nsha256 = \"abc123\"\n");
   EXPECT_NE(error.find("keys[0].sha256"), std::string::npos) << error;

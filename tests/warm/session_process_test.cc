@@ -236,6 +236,48 @@ TEST_F(SessionProcess, AProcessOutlivesItsStartAndTheNextExecution) {
   EXPECT_EQ(Out(ps), "1\n") << Describe(ps);
 }
 
+// A session is a machine with its own loopback: a process serves TCP there and the code reaches
+// it, while nothing beyond the loopback is reachable and UDP, raw and IPv6 sockets stay refused.
+TEST_F(SessionProcess, AServerListensOnTheSessionsLoopbackAndNothingBeyondItIsReachable) {
+  StartOk(
+      Shell("mkdir -p www && echo served > www/index.txt && cd www && "
+            "exec python3 -m http.server 8123 --bind 127.0.0.1"));
+  Result r =
+      Exec(id_,
+           "import socket, time, urllib.request\n"
+           "deadline = time.time() + 20\n"
+           "while True:\n"
+           "    try:\n"
+           "        body = urllib.request.urlopen('http://127.0.0.1:8123/index.txt', timeout=5).read()\n"
+           "        break\n"
+           "    except OSError:\n"
+           "        if time.time() > deadline: raise\n"
+           "        time.sleep(0.1)\n"
+           "print(body.decode().strip())\n"
+           "def attempt(f):\n"
+           "    try:\n"
+           "        f()\n"
+           "        return 'allowed'\n"
+           "    except OSError as e:\n"
+           "        return e.__class__.__name__\n"
+           "print(attempt(lambda: socket.create_connection(('10.0.0.1', 80), timeout=2)))\n"
+           "print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)))\n"
+           "print(attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)))\n"
+           "print(attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_STREAM)))\n"
+           "try:\n    socket.create_connection(('192.0.2.1', 80), timeout=2)\n"
+           "except OSError as e:\n    print(e.errno)\n");
+  // 101: ENETUNREACH, no route beyond the loopback.
+  EXPECT_EQ(Out(r), "served\nOSError\nPermissionError\nPermissionError\nPermissionError\n101\n")
+      << Describe(r);
+  EXPECT_FALSE(r.layers.landlock_tcp);  // the report says Landlock leaves TCP to the namespace
+  // A one-shot execution still has no AF_INET socket at all.
+  Result one = Run("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_STREAM)");
+  EXPECT_EQ(one.status, Status::kError) << Describe(one);
+  ASSERT_TRUE(one.error.has_value()) << Describe(one);
+  EXPECT_EQ(one.error->ename, "PermissionError") << Describe(one);
+  EXPECT_TRUE(one.layers.landlock_tcp);
+}
+
 // What the code started dies with its kernel, setsid or not; the session's machine does not.
 void ExpectGoneSoon(const std::string& cmdline) {
   const auto deadline = steady_clock::now() + kLong;

@@ -111,7 +111,8 @@ E2bApi::~E2bApi() { calls_.Close(); }
 
 bool E2bApi::Claims(const HttpRequest& request) const {
   return IsControlPath(request.path) || IsOtherApiPath(request.path) ||
-         !request.Header("e2b-sandbox-id").empty() || IsSignedFileUrl(request);
+         !request.Header("e2b-sandbox-id").empty() || IsSignedFileUrl(request) ||
+         HostTargetOf(request).has_value();
 }
 
 void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
@@ -120,7 +121,13 @@ void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
                      "E2B sandboxes are execbox sessions, which need the warm pool; "
                      "this server runs without it (see `execbox doctor`)");
   }
-  if (IsControlPath(request.path)) return ControlPlane(request, exchange);
+  // A Host naming a sandbox's port says what E2b-Sandbox-Id and E2b-Sandbox-Port say.
+  if (auto target = HostTargetOf(request)) {
+    request.headers["e2b-sandbox-id"] = target->id;
+    request.headers["e2b-sandbox-port"] = std::to_string(target->port);
+  }
+  if (request.Header("e2b-sandbox-id").empty() && IsControlPath(request.path))
+    return ControlPlane(request, exchange);
   if (IsOtherApiPath(request.path) && request.Header("e2b-sandbox-id").empty())
     return OtherPlane(request, exchange);
   auto authorized = request.Header("e2b-sandbox-id").empty() && IsSignedFileUrl(request)
@@ -135,10 +142,12 @@ void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
   if (port == "49999" || (port.empty() && interpreter_path))
     return Interpreter(request, exchange, sandbox, key);
   if (port.empty() || port == "49983") return Envd(request, exchange, sandbox, key);
-  SendError(*exchange, 502,
-            "nothing listens on port " + std::string(port.substr(0, 10)) +
-                " of an execbox sandbox (its code interpreter is 49999, envd 49983; "
-                "servers started inside a sandbox are not reachable, it has no network)");
+  // Any other port is a server of the sandbox's own.
+  int number = 0;
+  if (std::from_chars(port.data(), port.data() + port.size(), number).ec == std::errc() && number >= 1 &&
+      number <= 65535)
+    return RelayToPort(request, exchange, sandbox, key, number);
+  SendError(*exchange, 400, "E2b-Sandbox-Port must be a port number");
 }
 
 std::optional<ApiKey> E2bApi::Authenticate(const HttpRequest& request, Exchange& exchange) {

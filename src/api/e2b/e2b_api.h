@@ -43,6 +43,10 @@ struct E2bOptions {
   // The sessions' state dir ("": none): what E2B keeps of each sandbox is kept there too
   // (e2b_records.cc), so that its sandboxes outlive a restart as their sessions do.
   std::string state_dir;
+  // [e2b] domain ("": none): a request whose Host is "<port>-<sandbox id>.<domain>" is that
+  // sandbox's (e2b_ports.cc), and create answers it as the sandbox's domain, so that the SDK's
+  // getHost(port) names this server.
+  std::string domain;
 };
 
 class E2bApi final : public MountedApi {
@@ -72,6 +76,16 @@ class E2bApi final : public MountedApi {
   std::optional<std::pair<std::shared_ptr<Sandbox>, ApiKey>> AuthorizeSigned(const HttpRequest& request,
                                                                              Exchange& exchange);
   std::shared_ptr<Sandbox> Find(const std::string& id);
+
+  // e2b_ports.cc: the sandbox and port a request's Host names under options_.domain, and a
+  // request relayed to a server listening on that port inside the sandbox.
+  struct HostTarget {
+    int port = 0;
+    std::string id;
+  };
+  std::optional<HostTarget> HostTargetOf(const HttpRequest& request) const;
+  void RelayToPort(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
+                   std::shared_ptr<Sandbox> sandbox, const ApiKey& key, int port);
   void Forget(const std::string& id);
   // Forgets every sandbox whose session has ended (its timeout, a kill through /v1), so that
   // what is kept here stays within the engine's max_sessions.

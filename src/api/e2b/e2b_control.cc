@@ -84,7 +84,7 @@ nlohmann::json E2bApi::Describe(Sandbox& s, bool created) {
   if (created) {
     j["envdAccessToken"] = s.token;
     j["trafficAccessToken"] = s.token;
-    j["domain"] = nullptr;
+    j["domain"] = options_.domain.empty() ? nlohmann::json() : nlohmann::json(options_.domain);
     return j;
   }
   const engine::Caller owner{.id = s.key_id};

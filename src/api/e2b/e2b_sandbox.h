@@ -61,6 +61,8 @@ struct E2bApi::Sandbox {
 inline constexpr const char* kWatchTag = "execbox:watch-dir";
 // The tag of a metrics sample's process (e2b_metrics.cc), left out likewise.
 inline constexpr const char* kMetricsTag = "execbox:metrics";
+// The tag of a port relay's process (e2b_ports.cc), left out likewise.
+inline constexpr const char* kPortTag = "execbox:port-relay";
 
 // The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base
 // (e2b_snapshots.cc). Any other template id a create names must be one of the key's snapshots.

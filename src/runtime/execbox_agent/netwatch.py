@@ -5,12 +5,15 @@
 # Best effort, and said by the sandbox itself: urllib, requests, http.client, socket; a program
 # that a command runs is not seen. With a policy the host's proxy lists every attempt instead,
 # and this stays quiet. Bounded: at most MAX_LISTED destinations per execution, each once.
+# In a session the sandbox's own loopback is not the network (its servers listen there, and its
+# code reaches them): those destinations are not noted there.
 import sys
 
 MAX_LISTED = 64
 _MAX_HOST = 260
 
 _watching = False
+_local_loopback = False
 _seen = []
 _omitted = 0
 
@@ -38,6 +41,8 @@ def _hook(event, args):
             port = 0
         if not 0 <= port <= 65535:
             port = 0
+        if _local_loopback and _loopback(host):
+            return
         entry = (host, port)
         if entry in _seen:
             return
@@ -49,9 +54,15 @@ def _hook(event, args):
         pass
 
 
-def install():
-    """Adds the audit hook (once per interpreter; forked children inherit it) and watches."""
-    global _watching
+def _loopback(host):
+    return host in ("localhost", "::1", "ip6-localhost") or host.startswith("127.")
+
+
+def install(local_loopback=False):
+    """Adds the audit hook (once per interpreter; forked children inherit it) and watches.
+    `local_loopback`: the loopback is the sandbox's own and usable (a session's)."""
+    global _watching, _local_loopback
+    _local_loopback = local_loopback
     if not getattr(install, "done", False):
         sys.addaudithook(_hook)
         install.done = True

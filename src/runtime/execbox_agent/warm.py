@@ -116,7 +116,7 @@ def serve(channel_fd, session, layer=-1, egress_port=0, prewarm=True):
         _set_proxies(egress_port)
         netwatch.stop()
     else:
-        netwatch.install()
+        netwatch.install(local_loopback=bool(session))
     try:
         ChildServer(channel_fd, bool(session), layer).loop(bool(prewarm))
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed
