@@ -25,8 +25,10 @@ Expected<Result> ExecuteCold(const runtime::PythonProgram& given, const ExecuteO
   if (!made) return std::unexpected(made.error());
   jail::Policy& policy = *made;
   if (proxy) policy.egress_fd = proxy->sandbox_fd();
-  jail::RunHooks hooks{
-      .on_output = options.on_output, .cancel = options.cancel, .cpu_weight = options.cpu_weight};
+  jail::RunHooks hooks{.on_output = options.on_output,
+                       .on_report = DisplayFeed(options),
+                       .cancel = options.cancel,
+                       .cpu_weight = options.cpu_weight};
   auto outcome = jail::Run(policy, hooks);
   if (!outcome) return std::unexpected(outcome.error());
   Result r = AssembleResult(program, policy.limits, *outcome);

@@ -63,8 +63,10 @@ Expected<Result> Engine::Execute(const runtime::PythonProgram& given, const Exec
   const runtime::PythonProgram& program = lease ? with_set : given;
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(request.error());
-  jail::RunHooks hooks{
-      .on_output = options.on_output, .cancel = options.cancel, .cpu_weight = options.cpu_weight};
+  jail::RunHooks hooks{.on_output = options.on_output,
+                       .on_report = DisplayFeed(options),
+                       .cancel = options.cancel,
+                       .cpu_weight = options.cpu_weight};
   // A child whose worker died an instant ago fails before the code starts (nothing reported):
   // another child, then the cold path, serves the request instead. Running the code again
   // is harmless: nothing of the first attempt outlived it.

@@ -8,6 +8,7 @@
 
 #include "engine/net_hosts.h"
 #include "engine/net_policy.h"
+#include "engine/result.h"
 #include "jail/sandbox.h"
 
 namespace execbox::engine {
@@ -15,6 +16,9 @@ namespace execbox::engine {
 struct ExecuteOptions {
   // Live output as it arrives; may be empty.
   std::function<void(jail::Stream, std::string_view)> on_output;
+  // Each display item (a figure, display()) as the code produces it, the first of the Result's
+  // `display` in order (report.h, DisplayFollower); may be empty. Called on the output's thread.
+  std::function<void(const MimeBundle&)> on_display;
   // Set from another thread to stop the execution (status killed, "cancelled"); may be null.
   const std::atomic<bool>* cancel = nullptr;
   // Called once the gate has given the execution its running slot, before it starts; may be empty.
@@ -38,5 +42,8 @@ struct ExecuteOptions {
   // (Admission::CpuWeight), so a caller that floods shares the CPUs with another, not per execution.
   uint32_t cpu_weight = 0;
 };
+
+// The RunHooks::on_report that gives `options`' on_display its items (report.cc); empty without one.
+std::function<void(std::string_view)> DisplayFeed(const ExecuteOptions& options);
 
 }  // namespace execbox::engine

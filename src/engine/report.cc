@@ -1,6 +1,9 @@
 #include "engine/report.h"
 
+#include <memory>
 #include <string_view>
+
+#include "engine/execute_options.h"
 
 namespace execbox::engine {
 namespace {
@@ -204,6 +207,31 @@ AgentReport ParseReport(const std::string& jsonl) {
     Apply(event, r);
   }
   return r;
+}
+
+void DisplayFollower::Feed(std::string_view bytes) {
+  pending_.append(bytes);
+  size_t start = 0;
+  for (size_t end; (end = pending_.find('\n', start)) != std::string::npos; start = end + 1) {
+    std::string_view line(pending_.data() + start, end - start);
+    // Only display lines matter here: the agent writes the type as is, so any other line (a
+    // stream's) is skipped before it is parsed. (A line the code forged with the word escaped
+    // comes only at the end: its own display, out of order.)
+    if (line.find("\"display\"") == std::string_view::npos || given_ >= kMaxDisplayItems) continue;
+    json event = WithinBudget(line) ? json::parse(line, nullptr, /*allow_exceptions=*/false) : json();
+    if (!event.is_object() || Str(event, "type") != "display") continue;
+    if (auto b = Bundle(event)) {
+      ++given_;  // counted as ParseReport counts them
+      on_display_(*b);
+    }
+  }
+  pending_.erase(0, start);
+}
+
+std::function<void(std::string_view)> DisplayFeed(const ExecuteOptions& options) {
+  if (!options.on_display) return {};
+  auto follower = std::make_shared<DisplayFollower>(options.on_display);
+  return [follower](std::string_view bytes) { follower->Feed(bytes); };
 }
 
 }  // namespace execbox::engine

@@ -2,6 +2,7 @@
 // code that runs in the sandbox, so every field is type-checked and bounded here.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -29,5 +30,20 @@ struct AgentReport {
 };
 
 AgentReport ParseReport(const std::string& jsonl);
+
+// The report's display items as the report arrives (ExecuteOptions::on_display): fed its bytes
+// in order, it calls `on_display` for each display event as its line completes, parsed as
+// ParseReport parses it, so the items given are the first of the Result's `display`, in order.
+class DisplayFollower {
+ public:
+  explicit DisplayFollower(std::function<void(const MimeBundle&)> on_display)
+      : on_display_(std::move(on_display)) {}
+  void Feed(std::string_view bytes);
+
+ private:
+  std::function<void(const MimeBundle&)> on_display_;
+  std::string pending_;  // an unfinished line
+  size_t given_ = 0;
+};
 
 }  // namespace execbox::engine

@@ -211,6 +211,7 @@ SessionExpected<Result> Sessions::Execute(const std::string& owner, const std::s
   auto request = runtime::MakeRequest(program, true);
   if (!request) return std::unexpected(Invalid(request.error().message));
   jail::RunHooks hooks{.on_output = options.on_output,
+                       .on_report = DisplayFeed(options),
                        .cancel = options.cancel,
                        .cancel_too = &s->deleting,
                        .cpu_weight = options.cpu_weight};

@@ -96,6 +96,8 @@ struct Outcome {
 struct RunHooks {
   // Live output, called as bytes arrive (before capping); may be empty.
   std::function<void(Stream, std::string_view)> on_output;
+  // The agent's report as it arrives, what is kept of it (engine/report.h reads it); may be empty.
+  std::function<void(std::string_view)> on_report;
   // Set (from any thread) to stop the run: the tree is killed, the ending is kCancelled.
   // Looked at every 100 ms at most. May be null.
   const std::atomic<bool>* cancel = nullptr;

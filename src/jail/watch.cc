@@ -209,6 +209,7 @@ void Watch::ReadReport() {
     return;
   }
   out_.report.append(buf, static_cast<size_t>(n));
+  if (spec_.hooks != nullptr && spec_.hooks->on_report) spec_.hooks->on_report(std::string_view(buf, n));
 }
 
 void Watch::WriteStdin() {

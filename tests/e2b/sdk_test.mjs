@@ -183,6 +183,20 @@ await check('callbacks: each called once per item, execution counts per context'
   await sbx.removeCodeContext(ctx)
 })
 
+await check('onResult is called as a figure is shown, while the code still runs', async () => {
+  const order = []
+  const run = await sbx.runCode(
+    'import time, matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\ntime.sleep(3)\nprint("after")\n7',
+    {
+      onResult: (r) => order.push(r.png ? 'figure' : `result ${r.text}`),
+      onStdout: (m) => order.push(`stdout ${m.line.trim()}`),
+    })
+  // The figure came 3 s before the print: well before the end of the execution.
+  assert(JSON.stringify(order) === '["figure","stdout after","result 7"]', JSON.stringify(order))
+  assert(run.results.length === 2 && run.results[0].png && run.results[1].text === '7',
+    JSON.stringify(run.results.map((r) => r.formats())))
+})
+
 await check('an error has name, value and traceback', async () => {
   const e = await sbx.runCode('def f():\n    return 1 / 0\nf()')
   assert(e.error, 'no error')

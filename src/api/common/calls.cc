@@ -47,6 +47,8 @@ void Calls::Run(engine::Gate& gate, engine::Admitted admitted, std::shared_ptr<S
     options.on_output = [a = answer.get()](jail::Stream stream, std::string_view data) {
       a->Output(stream, data);
     };
+    if (answer->WantsDisplay())
+      options.on_display = [a = answer.get()](const engine::MimeBundle& bundle) { a->Display(bundle); };
     try {
       outcome->emplace(gate.Run(std::move(*work), options));
     } catch (const std::exception& e) {

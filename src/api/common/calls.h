@@ -60,6 +60,10 @@ class StreamedAnswer : public Call {
     (void)stream;
     (void)data;
   }
+  // Each display item as the code produces it (ExecuteOptions::on_display), from the same thread
+  // as Output, for an answer that WantsDisplay; the Result's `display` begins with them.
+  virtual bool WantsDisplay() const { return false; }
+  virtual void Display(const engine::MimeBundle& bundle) { (void)bundle; }
   // The end, exactly once, after the last Tick: the Result, or why there is none (cancelled,
   // shutting down, ...).
   virtual void Finish(engine::Refused<engine::Result> outcome) = 0;

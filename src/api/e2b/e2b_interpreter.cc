@@ -107,6 +107,14 @@ class ExecuteAnswer final : public StreamedAnswer {
   void Output(jail::Stream which, std::string_view data) override {
     lines_.Add(which == jail::Stream::kStdout ? 0 : 1, data);
   }
+  // A figure or display() as it comes (E2B's onResult while the code runs), after the output
+  // printed before it.
+  bool WantsDisplay() const override { return true; }
+  void Display(const engine::MimeBundle& bundle) override {
+    lines_.SendAll();
+    stream_.Send(Line(ResultMessage(bundle, false)));
+    ++displayed_;
+  }
   bool Tick(std::chrono::steady_clock::time_point now) override {
     if (stream_.client_gone()) return false;
     lines_.SendStale();
@@ -118,6 +126,7 @@ class ExecuteAnswer final : public StreamedAnswer {
  private:
   ResponseStream stream_;
   LineBuffer lines_;
+  std::atomic<size_t> displayed_{0};  // display items sent as they came
   const std::shared_ptr<E2bApi::Sandbox> sandbox_;
   const std::string context_;
   // Whether the sandbox's session has ended (killed, timed out); forgets it if so.
@@ -153,7 +162,7 @@ void ExecuteAnswer::Finish(engine::Refused<engine::Result> outcome) {
         Line(StreamMessage(true, "execbox: this sandbox's Python state was lost (" + r.session->lost_reason +
                                      "); every context starts empty, files in the work dir remain\n")));
   }
-  for (const auto& line : EndOfExecution(r, count)) stream_.Send(Line(line));
+  for (const auto& line : EndOfExecution(r, count, displayed_.load())) stream_.Send(Line(line));
   stream_.End();
 }
 

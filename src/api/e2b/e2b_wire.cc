@@ -105,9 +105,11 @@ nlohmann::json ResultMessage(const engine::MimeBundle& bundle, bool main_result)
   return message;
 }
 
-std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count) {
+std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count,
+                                           size_t streamed) {
   std::vector<nlohmann::json> lines;
-  for (const auto& item : result.display) lines.push_back(ResultMessage(item, false));
+  for (size_t i = streamed; i < result.display.size(); ++i)
+    lines.push_back(ResultMessage(result.display[i], false));
   if (result.result) lines.push_back(ResultMessage(*result.result, true));
   if (result.error) {
     std::string traceback;

@@ -41,7 +41,9 @@ std::string E2bText(std::string text);
 // The lines that end an execution, after its live output: display outputs and figures, the
 // last expression's value, the error (one that the limits caused too), the execution count,
 // and end_of_execution.
-std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count);
+// `streamed`: how many of the result's display items were sent already, as they came.
+std::vector<nlohmann::json> EndOfExecution(const engine::Result& result, uint64_t execution_count,
+                                           size_t streamed = 0);
 
 // Connect's envelope: a flags byte, a 4-byte big-endian length, the message.
 inline constexpr uint8_t kEndStream = 0x02;
