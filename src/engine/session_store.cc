@@ -1,7 +1,6 @@
 #include "engine/session_store.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,7 +8,7 @@
 #include <cstdio>
 
 #include "base/io.h"
-#include "base/unique_fd.h"
+#include "base/replace_file.h"
 
 namespace execbox::engine {
 namespace {
@@ -60,20 +59,7 @@ std::string SessionStore::PathOf(const std::string& id) const {
 execbox::Status SessionStore::Save(const std::string& id, std::string_view sealed) {
   if (!durable()) return {};
   if (!PlainId(id)) return Fail("not a session id");
-  const std::string path = PathOf(id), temp = path + ".new";
-  UniqueFd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!fd.Valid()) return FailErrno("write " + temp);
-  if (auto w = WriteAll(fd.Get(), sealed); !w) {
-    ::unlink(temp.c_str());
-    return std::unexpected(w.error());
-  }
-  fd.Reset();
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(temp.c_str());
-    return FailErrno("replace " + path, err);
-  }
-  return {};
+  return ReplaceFile(PathOf(id), sealed);
 }
 
 void SessionStore::Remove(const std::string& id) {

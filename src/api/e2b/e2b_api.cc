@@ -86,6 +86,19 @@ std::optional<nlohmann::json> JsonBody(const HttpRequest& request, Exchange& exc
   return parsed;
 }
 
+std::optional<Page> PageOf(const HttpRequest& request, Exchange& exchange) {
+  Page page;
+  try {
+    if (auto l = QueryParam(request.query, "limit"); l && !l->empty()) page.limit = std::stoul(*l);
+    if (auto t = QueryParam(request.query, "nextToken"); t && !t->empty()) page.offset = std::stoul(*t);
+  } catch (const std::exception&) {
+    SendError(exchange, 400, "limit and nextToken must be whole numbers");
+    return std::nullopt;
+  }
+  page.limit = std::clamp<size_t>(page.limit, 1, 1000);
+  return page;
+}
+
 std::optional<std::string> QueryParam(std::string_view query, std::string_view name) {
   while (!query.empty()) {
     const size_t amp = query.find('&');

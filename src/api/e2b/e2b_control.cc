@@ -366,14 +366,9 @@ void E2bApi::Connect(HttpRequest& request, std::shared_ptr<Exchange>& exchange, 
 void E2bApi::List(HttpRequest& request, std::shared_ptr<Exchange>& exchange, const ApiKey& key) {
   const std::string state = QueryParam(request.query, "state").value_or("");
   const auto filter = MetadataFilter(QueryParam(request.query, "metadata").value_or(""));
-  size_t limit = 100, offset = 0;
-  try {
-    if (auto l = QueryParam(request.query, "limit"); l && !l->empty()) limit = std::stoul(*l);
-    if (auto t = QueryParam(request.query, "nextToken"); t && !t->empty()) offset = std::stoul(*t);
-  } catch (const std::exception&) {
-    return SendError(*exchange, 400, "limit and nextToken must be whole numbers");
-  }
-  limit = std::clamp<size_t>(limit, 1, 1000);
+  auto page = PageOf(request, *exchange);
+  if (!page) return;
+  const size_t limit = page->limit, offset = page->offset;
   // E2B's filter: "running", "paused" or both (comma-separated); none: both.
   const bool running_wanted = state.empty() || state.find("running") != std::string::npos;
   const bool paused_wanted = state.empty() || state.find("paused") != std::string::npos;

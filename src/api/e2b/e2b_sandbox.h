@@ -91,6 +91,12 @@ void SendRefusal(Exchange& exchange, const engine::Refusal& refusal);
 int StatusOf(const engine::Refusal& refusal);
 // The request's JSON object body ({} when empty), or an answer sent.
 std::optional<nlohmann::json> JsonBody(const HttpRequest& request, Exchange& exchange);
+// A page of a list as E2B's API asks for it: `limit` items (1-1000, default 100) from
+// `nextToken` (an offset this server gave in x-next-token), or an answer sent (400).
+struct Page {
+  size_t limit = 100, offset = 0;
+};
+std::optional<Page> PageOf(const HttpRequest& request, Exchange& exchange);
 // A query parameter, percent-decoded.
 std::optional<std::string> QueryParam(std::string_view query, std::string_view name);
 

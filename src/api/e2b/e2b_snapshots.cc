@@ -57,14 +57,9 @@ void E2bApi::OtherPlane(HttpRequest& request, std::shared_ptr<Exchange>& exchang
   if (path == "/snapshots" && method == "GET") {
     const std::string sandbox_id = QueryParam(request.query, "sandboxID").value_or("");
     const std::string name = QueryParam(request.query, "name").value_or("");
-    size_t limit = 100, offset = 0;
-    try {
-      if (auto l = QueryParam(request.query, "limit"); l && !l->empty()) limit = std::stoul(*l);
-      if (auto t = QueryParam(request.query, "nextToken"); t && !t->empty()) offset = std::stoul(*t);
-    } catch (const std::exception&) {
-      return SendError(*exchange, 400, "limit and nextToken must be whole numbers");
-    }
-    limit = std::clamp<size_t>(limit, 1, 1000);
+    auto page = PageOf(request, *exchange);
+    if (!page) return;
+    const size_t limit = page->limit, offset = page->offset;
     nlohmann::json list = nlohmann::json::array();
     size_t matched = 0;
     bool more = false;
