@@ -224,6 +224,11 @@ class Gate {
   Refused<ProcessInfo> GetProcess(const Caller& caller, const std::string& id, int32_t pid);
   Refused<void> WriteProcessInput(const Caller& caller, const std::string& id, int32_t pid,
                                   std::string_view data);
+  // Code for a process that runs what its stdin gives it (E2B's bash and javascript contexts):
+  // `input` written as WriteProcessInput writes it, audited with `code` as an execution's code
+  // is (route "process_code").
+  Refused<void> GiveProcessCode(const Caller& caller, const std::string& id, int32_t pid,
+                                std::string_view input, const std::string& code, const Origin& origin);
   Refused<void> CloseProcessInput(const Caller& caller, const std::string& id, int32_t pid);
   Refused<void> SignalProcess(const Caller& caller, const std::string& id, int32_t pid, int signal,
                               const Origin& origin);

@@ -49,8 +49,10 @@ if (phase === 'before') {
     await b.files.write('b.txt', 'B')
     const ctx = await b.createCodeContext()
     await b.runCode('c = 7', { context: ctx })
+    const js = await b.createCodeContext({ language: 'javascript' })
+    await b.runCode('const kept = 1', { context: js })
     const snap = await b.createSnapshot({ name: 'restart-snap' })
-    Object.assign(ids, { a: a.sandboxId, b: b.sandboxId, token: b.envdAccessToken, ctx: ctx.id, snap: snap.snapshotId })
+    Object.assign(ids, { a: a.sandboxId, b: b.sandboxId, token: b.envdAccessToken, ctx: ctx.id, js: js.id, snap: snap.snapshotId })
   })
   writeFileSync(handoff, JSON.stringify(ids))
 } else {
@@ -73,13 +75,18 @@ if (phase === 'before') {
       headers: { 'E2b-Sandbox-Id': ids.b, 'E2b-Sandbox-Port': '49999', 'X-Access-Token': ids.token },
     })
     assert(res.status === 200, `the old token: ${res.status}`)
-    const contexts = (await res.json()).map((c) => c.id)
+    const listed = await res.json()
+    const contexts = listed.map((c) => c.id)
     assert(contexts.includes(ids.ctx) && contexts.includes('default'), `contexts: ${contexts}`)
+    assert(listed.some((c) => c.id === ids.js && c.language === 'javascript'), JSON.stringify(listed))
     const b = await Sandbox.connect(ids.b)
     assert((await b.runCode('u')).text === '6', 'u')
     assert((await b.files.read('b.txt')) === 'B', 'b.txt')
     const r = await b.runCode('1 + 1', { context: { id: ids.ctx, language: 'python', cwd: '/home/user' } })
     assert(r.text === '2', `the context runs: ${JSON.stringify(r.error)}`)
+    // The javascript context is back, its kernel a new one.
+    const j = await b.runCode('typeof kept', { context: { id: ids.js, language: 'javascript', cwd: '/home/user' } })
+    assert(j.text === 'undefined', `the javascript context: ${j.text} ${JSON.stringify(j.error)}`)
     await b.kill()
   })
   await check('a sandbox is made from the snapshot kept before the restart', async () => {

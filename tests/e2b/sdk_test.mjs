@@ -214,8 +214,71 @@ await check('env_vars apply to that execution only', async () => {
 })
 
 await check('another language is refused, saying why', async () => {
-  const e = await sbx.runCode('console.log(1)', { language: 'js' })
-  assert(e.error && /Python only/.test(e.error.value), JSON.stringify(e.error))
+  const e = await sbx.runCode('x <- 1', { language: 'r' })
+  assert(e.error && e.error.name === 'UnsupportedLanguage' && /'r'/.test(e.error.value), JSON.stringify(e.error))
+  await throws(() => sbx.createCodeContext({ language: 'cobol' }), /400/, 'a context in another language')
+})
+
+await check('a bash context: a shell that keeps its state, its streams apart, exit statuses', async () => {
+  const ctx = await sbx.createCodeContext({ language: 'bash' })
+  assert(ctx.language === 'bash', JSON.stringify(ctx))
+  const out = []
+  const first = await sbx.runCode('n=5; echo hi; echo oops >&2; cd /tmp', {
+    context: ctx,
+    onStdout: (m) => out.push(m.line),
+  })
+  assert(first.logs.stdout.join('') === 'hi\n' && first.logs.stderr.join('') === 'oops\n', JSON.stringify(first.logs))
+  assert(out.join('') === 'hi\n' && !first.error, `onStdout ${JSON.stringify(out)} ${JSON.stringify(first.error)}`)
+  const kept = await sbx.runCode('echo $((n + 1)) $(pwd)', { context: ctx })
+  assert(kept.logs.stdout.join('') === '6 /tmp\n', JSON.stringify(kept.logs))
+  const env = await sbx.runCode('echo "$GREETING"', { context: ctx, envs: { GREETING: 'hello there' } })
+  assert(env.logs.stdout.join('') === 'hello there\n', JSON.stringify(env.logs))
+  const gone = await sbx.runCode('echo "${GREETING:-unset}"; false', { context: ctx })
+  assert(gone.logs.stdout.join('') === 'unset\n', JSON.stringify(gone.logs))
+  assert(gone.error && gone.error.name === 'ExitCode' && gone.error.value === '1', JSON.stringify(gone.error))
+  // The language's own default context is another shell.
+  const other = await sbx.runCode('echo "${n:-none}"; printf no-newline', { language: 'bash' })
+  assert(other.logs.stdout.join('') === 'none\nno-newline', JSON.stringify(other.logs))
+  // A shell that exits ends its state; the next execution starts another.
+  const exited = await sbx.runCode('echo bye; exit 3', { context: ctx })
+  assert(exited.error && exited.error.name === 'KernelEnded' && /status 3/.test(exited.error.value),
+    JSON.stringify(exited.error))
+  const again = await sbx.runCode('echo "${n:-fresh}"; pwd', { context: ctx })
+  assert(again.logs.stdout.join('') === 'fresh\n/home/user\n', JSON.stringify(again.logs))
+  // Its files are the sandbox's; its process is not in the sandbox's command list.
+  await sbx.runCode('echo from-bash > /home/user/from-bash.txt', { context: ctx })
+  assert((await sbx.files.read('from-bash.txt')) === 'from-bash\n', 'a file bash wrote')
+  const listed = await sbx.commands.list()
+  assert(!listed.some((p) => /bash --noprofile/.test(p.cmd)), JSON.stringify(listed))
+  await sbx.restartCodeContext(ctx)
+  const restarted = await sbx.runCode('echo "${n:-restarted}"', { context: ctx })
+  assert(restarted.logs.stdout.join('') === 'restarted\n', JSON.stringify(restarted.logs))
+  await sbx.removeCodeContext(ctx)
+  await throws(() => sbx.runCode('echo', { context: ctx }), /not found/i, 'a removed bash context')
+})
+
+await check('a javascript context: values, declarations kept, errors, await, require', async () => {
+  const ctx = await sbx.createCodeContext({ language: 'js' })
+  assert(ctx.language === 'javascript', JSON.stringify(ctx))
+  const first = await sbx.runCode("const base = 20\nconsole.log('logged')\nbase + 1", { context: ctx })
+  assert(first.text === '21' && first.logs.stdout.join('') === 'logged\n', `${first.text} ${JSON.stringify(first.logs)}`)
+  const kept = await sbx.runCode('base * 2', { context: ctx })
+  assert(kept.text === '40', `text ${kept.text} ${JSON.stringify(kept.error)}`)
+  const text = await sbx.runCode("'plain ' + 'text'", { context: ctx })
+  assert(text.text === 'plain text', `text ${text.text}`)
+  const awaited = await sbx.runCode('await new Promise((r) => setTimeout(() => r(7), 50))', { context: ctx })
+  assert(awaited.text === '7', `awaited ${awaited.text} ${JSON.stringify(awaited.error)}`)
+  const lastLine = await sbx.runCode('const t = await Promise.resolve(base)\nt + 2 // a comment', { context: ctx })
+  assert(lastLine.text === '22', `last line ${lastLine.text} ${JSON.stringify(lastLine.error)}`)
+  const thrown = await sbx.runCode("null.x", { context: ctx })
+  assert(thrown.error && thrown.error.name === 'TypeError' && /null/.test(thrown.error.value), JSON.stringify(thrown.error))
+  const fs = await sbx.runCode("require('fs').readFileSync('/home/user/from-bash.txt', 'utf8').trim()", { context: ctx })
+  assert(fs.text === 'from-bash', `text ${fs.text} ${JSON.stringify(fs.error)}`)
+  const byLanguage = await sbx.runCode('typeof base', { language: 'javascript' })
+  assert(byLanguage.text === 'undefined', `the javascript default context saw base: ${byLanguage.text}`)
+  const contexts = await sbx.listCodeContexts()
+  assert(contexts.some((c) => c.id === ctx.id && c.language === 'javascript'), JSON.stringify(contexts))
+  await sbx.removeCodeContext(ctx)
 })
 
 await check('two contexts: separate globals, shared files', async () => {
@@ -714,6 +777,8 @@ await check('pause keeps the state and ends the processes; list and getInfo say 
     await p.files.write('d/kept.txt', 'kept')
     await p.commands.run('echo started > bg.txt; sleep 300; echo late >> bg.txt', { background: true })
     await waitFor(async () => (await p.files.exists('bg.txt')), 'the background process wrote its file')
+    const shell = await p.createCodeContext({ language: 'bash', cwd: '/tmp' })
+    await p.runCode('v=before', { context: shell })
     assert((await p.pause()) === true, 'pause says it paused')
     assert((await p.pause()) === false, 'a second pause says it was paused already')
     assert((await Sandbox.getInfo(p.sandboxId)).state === 'paused', 'getInfo while paused')
@@ -728,6 +793,9 @@ await check('pause keeps the state and ends the processes; list and getInfo say 
     assert((await back.files.read('d/kept.txt')) === 'kept', 'a file came back')
     assert((await back.files.read('bg.txt')) === 'started\n', "the background process's file came back")
     assert((await back.commands.list()).length === 0, 'the processes ended with the pause')
+    // The bash context is kept, its shell is new (its pid may be another process's now).
+    const shellAfter = await back.runCode('echo "${v:-new}" $(pwd)', { context: shell })
+    assert(shellAfter.logs.stdout.join('') === 'new /tmp\n', JSON.stringify(shellAfter.logs))
   } finally {
     await Sandbox.kill(p.sandboxId)
   }

@@ -129,6 +129,32 @@ class AdmissionTest(ApiTestCase):
         with open(self.audit_log) as f:
             self.assertNotIn(KEY_A, f.read())
 
+    def test_a_bash_contexts_kernel_and_its_code_are_audited(self):
+        r = self.server.request("POST", "/sandboxes", {"templateID": "base"})
+        self.assertEqual(r.status, 201, repr(r))
+        sid, token = r.json()["sandboxID"], r.json()["envdAccessToken"]
+        code = f"echo {os.urandom(8).hex()}"
+        sandbox = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": "49999", "X-Access-Token": token}
+        r = self.server.request("POST", "/execute", {"code": code, "language": "bash"}, headers=sandbox, auth=False)
+        self.assertEqual(r.status, 200, repr(r))
+        lines = [json.loads(l) for l in r.body.decode().splitlines() if l.strip()]
+        self.assertIn({"type": "stdout", "text": code[5:] + "\n"},
+                      [{k: v for k, v in l.items() if k != "timestamp"} for l in lines], lines)
+        # A variable name that is not one is refused before anything runs.
+        r = self.server.request("POST", "/execute", {"code": "echo", "language": "bash", "env_vars": {"A;B": "x"}},
+                                headers=sandbox, auth=False)
+        self.assertEqual(r.status, 400, repr(r))
+        self.assertIn("A;B", r.json()["message"])
+        given = wait_until(lambda: [l for l in read_audit(self.audit_log)
+                                    if l["route"] == "process_code" and l.get("code") == code], 10)
+        self.assertEqual(len(given), 1, given)
+        self.assertEqual((given[0]["transport"], given[0]["session_id"]), ("e2b", sid))
+        self.assertTrue(given[0]["status"].startswith("given:"), given[0])
+        started = [l for l in read_audit(self.audit_log)
+                   if l["route"] == "process_start" and l["session_id"] == sid]
+        self.assertEqual([l.get("code") for l in started], ["bash --noprofile --norc"], started)
+        self.assertEqual(self.server.request("DELETE", f"/sandboxes/{sid}").status, 204)
+
     def test_z_sigterm_with_one_running_and_one_queued(self):
         # Last (the server stops): the running execution finishes; the queued one is told why.
         results = {}

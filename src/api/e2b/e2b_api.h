@@ -11,8 +11,9 @@
 //   control plane (e2b_control.cc): create, connect, get, list, set timeout, pause, fork, kill;
 //     metrics (e2b_metrics.cc); snapshots (e2b_snapshots.cc), and E2B's templates, volumes and
 //     secrets refused there;
-//   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each context
-//     a Python namespace of the session, all sharing its work dir;
+//   code interpreter (e2b_interpreter.cc): /execute (NDJSON stream) and /contexts, each Python
+//     context a namespace of the session, each bash or javascript one a process of the session
+//     (e2b_kernels.cc), all sharing its work dir;
 //   envd (e2b_envd.cc): /health, /files (e2b_files.cc: any path, gzip), and over Connect-RPC
 //     (JSON) filesystem.Filesystem's ListDir, Stat, MakeDir, Remove and Move, and directory
 //     watching (e2b_watch.cc);
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "api/common/calls.h"
+#include "api/e2b/e2b_kernel_wire.h"
 #include "api/http/http_api.h"
 #include "engine/gate.h"
 
@@ -129,6 +131,19 @@ class E2bApi final : public MountedApi {
                const ApiKey& key);
   void Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,
                 const ApiKey& key);
+  // The id of the context /execute uses for `language` when it names none, made if need be; or
+  // why there is none.
+  std::expected<std::string, std::string> DefaultContextOf(Sandbox& sandbox, Language language);
+
+  // e2b_kernels.cc: a bash or javascript context's execution, on the calling thread: its kernel
+  // started (as the key's process of the sandbox) if it has none running, the code given to it,
+  // its output to `answer` as it comes; the execution's Result (the value, an error) at its end.
+  struct KernelCall;
+  engine::Refused<engine::Result> RunInKernel(const Sandbox& sandbox, const KernelCall& call,
+                                              StreamedAnswer& answer);
+  // Ends the kernel's process, if it runs (a restart or removal of its context).
+  void StopKernel(const Sandbox& sandbox, const std::string& context, int32_t pid, const ApiKey& key,
+                  const std::string& peer);
 
   // e2b_envd.cc
   void Envd(HttpRequest& request, std::shared_ptr<Exchange>& exchange, std::shared_ptr<Sandbox> sandbox,

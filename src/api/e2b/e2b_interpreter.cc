@@ -1,9 +1,11 @@
 // E2B's code interpreter (port 49999): /execute streams an execution as NDJSON lines, and
-// /contexts makes, lists, restarts and removes the sandbox's contexts — each a Python namespace
-// of its session, all sharing the session's process and work dir. Each execution is the gate's
-// (admitted on the I/O thread, run on a thread of its own) like any other.
+// /contexts makes, lists, restarts and removes the sandbox's contexts. A Python context is a
+// namespace of the session's interpreter; each execution there is the gate's (admitted on the
+// I/O thread, run on a thread of its own) like any other. A bash or javascript context is a
+// kernel process of the session's own (e2b_kernels.cc). All share the session's work dir.
 #include "api/common/json_text.h"
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_kernel_wire.h"
 #include "api/e2b/e2b_sandbox.h"
 #include "api/e2b/e2b_wire.h"
 #include "api/http/auth.h"
@@ -14,21 +16,9 @@
 namespace execbox::api::e2b {
 namespace {
 
-// Namespaces in one session, each holding what its code keeps: enough for any notebook-shaped
-// use, and a bound on what one sandbox's table holds.
+// Contexts of one sandbox (namespaces, kernels), each holding what its code keeps: enough for
+// any notebook-shaped use, and a bound on what one sandbox's table holds.
 constexpr size_t kMaxContexts = 64;
-
-bool IsPython(const nlohmann::json& language) {
-  if (language.is_null()) return true;
-  if (!language.is_string()) return false;
-  const std::string name = language.get<std::string>();
-  return name == "python" || name == "python3" || name.empty();
-}
-
-std::string LanguageProblem(const nlohmann::json& language) {
-  return "language " + (language.is_string() ? "'" + language.get<std::string>().substr(0, 40) + "'" : "") +
-         " is not available: execbox sandboxes run Python only";
-}
 
 // Output as E2B's kernel gives it: a message per whole line (Python writes print()'s text and
 // its newline apart), a line still open sent after kLinger without its end (a prompt, a
@@ -186,37 +176,75 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   if (!body) return;
   if (!(*body)["code"].is_string()) return SendError(*exchange, 400, "code must be a string");
   const nlohmann::json context_field = body->value("context_id", nlohmann::json());
+  const nlohmann::json language_field = body->value("language", nlohmann::json());
   const nlohmann::json env_field = body->value("env_vars", nlohmann::json());
   if (!context_field.is_null() && !context_field.is_string())
     return SendError(*exchange, 400, "context_id must be a string");
+  if (!context_field.is_null() && !language_field.is_null())
+    return SendError(*exchange, 400, "give context_id or language, not both (a context has its language)");
   if (!env_field.is_null() && !env_field.is_object())
     return SendError(*exchange, 400, "env_vars must be an object of strings");
-  auto program = ProgramFor(*sandbox, runtime::Mode::kRun, (*body)["code"].get<std::string>());
-  program.extra_mimes = runtime::kExtraMimes;  // data, chart and json, as E2B's kernel gives them
+  std::map<std::string, std::string> env;
   if (env_field.is_object()) {
     for (const auto& [k, v] : env_field.items()) {
-      if (!v.is_string()) return SendError(*exchange, 400, "env_vars." + k + " must be a string");
-      program.env[k] = v.get<std::string>();
+      if (!v.is_string())
+        return SendError(*exchange, 400, "env_vars." + k.substr(0, 100) + " must be a string");
+      env[k] = v.get<std::string>();
     }
   }
-  const std::string context = context_field.is_string() ? context_field.get<std::string>() : kDefaultContext;
+  const std::optional<Language> language = LanguageOf(language_field);
+  std::string context = context_field.is_string() ? context_field.get<std::string>() : kDefaultContext;
+  if (language && *language != Language::kPython) {
+    // The language's own default context, made by its first execution (as E2B's server does).
+    auto made = DefaultContextOf(*sandbox, *language);
+    if (!made) return SendError(*exchange, 400, made.error());
+    context = *made;
+  }
+  Sandbox::Context found;
   {
     std::lock_guard lock(sandbox->mu);
     auto it = sandbox->contexts.find(context);
     if (it == sandbox->contexts.end())
       return SendError(*exchange, 404, "context " + context.substr(0, 100) + " not found");
-    program.context = NamespaceOf(context);
-    program.cwd = it->second.cwd;
+    found = it->second;
   }
   auto answer = std::make_shared<ExecuteAnswer>(exchange, sandbox, context, [this, key, id = sandbox->id] {
     if (gate_.SessionLimits(CallerOf(key), id)) return false;
     Forget(id);
     return true;
   });
-  // Not Python: an error the SDK shows (a bare 400 would reach the caller without its reason).
-  if (!IsPython(body->value("language", nlohmann::json())))
-    return answer->EndWithError("UnsupportedLanguage", LanguageProblem((*body)["language"]));
+  // Not a language of ours: an error the SDK shows (a bare 400 would reach the caller without
+  // its reason).
+  if (!language) return answer->EndWithError("UnsupportedLanguage", LanguageProblem(language_field));
 
+  if (found.language != Language::kPython) {
+    for (const auto& [name, value] : env) {
+      if (!IsVariableName(name))
+        return SendError(*exchange, 400, "env_vars: '" + name.substr(0, 100) + "' is not a variable name");
+    }
+    KernelCall call{.context = context,
+                    .kernel = found.kernel,
+                    .language = found.language,
+                    .cwd = found.cwd,
+                    .code = (*body)["code"].get<std::string>(),
+                    .env = std::move(env),
+                    .caller = CallerOf(key),
+                    .origin = {.transport = engine::Transport::kE2b, .peer = request.peer}};
+    auto outcome = std::make_shared<std::optional<engine::Refused<engine::Result>>>();
+    calls_.Spawn(
+        answer,
+        [this, sandbox, call = std::move(call), answer, outcome] {
+          *outcome = RunInKernel(*sandbox, call, *answer);
+        },
+        [answer, outcome] { answer->Finish(std::move(**outcome)); });
+    return;
+  }
+
+  auto program = ProgramFor(*sandbox, runtime::Mode::kRun, (*body)["code"].get<std::string>());
+  program.extra_mimes = runtime::kExtraMimes;  // data, chart and json, as E2B's kernel gives them
+  for (auto& [k, v] : env) program.env[k] = std::move(v);
+  program.context = NamespaceOf(context);
+  program.cwd = found.cwd;
   engine::ExecutionRequest call{.program = std::move(program), .limits = {}, .session_id = sandbox->id};
   auto admitted = gate_.Admit(CallerOf(key), std::move(call),
                               {.transport = engine::Transport::kE2b, .peer = request.peer});
@@ -230,11 +258,34 @@ void E2bApi::Execute(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   calls_.Run(gate_, std::move(*admitted), std::move(answer));
 }
 
+std::expected<std::string, std::string> E2bApi::DefaultContextOf(Sandbox& sandbox, Language language) {
+  std::string id;
+  {
+    std::lock_guard lock(sandbox.mu);
+    for (const auto& [cid, c] : sandbox.contexts) {
+      if (c.language == language && c.language_default) return cid;
+    }
+    if (sandbox.contexts.size() >= kMaxContexts)
+      return std::unexpected("a sandbox holds at most " + std::to_string(kMaxContexts) + " contexts");
+    auto made = RandomHex(8);
+    if (!made) return std::unexpected("no randomness for a context id");
+    id = *made;
+    sandbox.contexts[id] = {.id = id,
+                            .cwd = "",
+                            .language = language,
+                            .language_default = true,
+                            .kernel = std::make_shared<Sandbox::Kernel>()};
+  }
+  Keep(sandbox);
+  return id;
+}
+
 void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                       std::shared_ptr<Sandbox> sandbox, const ApiKey& key) {
   const std::string& method = request.method;
   auto describe = [](const Sandbox::Context& c) {
-    return nlohmann::json{{"id", c.id}, {"language", "python"}, {"cwd", c.cwd.empty() ? kHome : c.cwd}};
+    return nlohmann::json{
+        {"id", c.id}, {"language", LanguageName(c.language)}, {"cwd", c.cwd.empty() ? kHome : c.cwd}};
   };
   if (request.path == "/contexts") {
     if (method == "GET") {
@@ -246,13 +297,16 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     if (method != "POST") return SendError(*exchange, 405, "/contexts takes GET and POST");
     auto body = JsonBody(request, *exchange);
     if (!body) return;
-    if (!IsPython(body->value("language", nlohmann::json())))
-      return SendError(*exchange, 400, LanguageProblem((*body)["language"]));
+    const nlohmann::json language_field = body->value("language", nlohmann::json());
+    const std::optional<Language> language = LanguageOf(language_field);
+    if (!language) return SendError(*exchange, 400, LanguageProblem(language_field));
     const nlohmann::json cwd = body->value("cwd", nlohmann::json());
     if (!cwd.is_null() && !cwd.is_string()) return SendError(*exchange, 400, "cwd must be a string");
     auto id = RandomHex(8);
     if (!id) return SendError(*exchange, 500, "no randomness for a context id");
-    Sandbox::Context context{.id = *id, .cwd = cwd.is_string() ? SandboxPath(cwd.get<std::string>()) : ""};
+    Sandbox::Context context{
+        .id = *id, .cwd = cwd.is_string() ? SandboxPath(cwd.get<std::string>()) : "", .language = *language};
+    if (*language != Language::kPython) context.kernel = std::make_shared<Sandbox::Kernel>();
     if (context.cwd == kHome) context.cwd.clear();
     {
       std::lock_guard lock(sandbox->mu);
@@ -270,13 +324,33 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
   const std::string id(rest);
   if ((restart && method != "POST") || (!restart && method != "DELETE"))
     return SendError(*exchange, 405, "a context is removed with DELETE and restarted with POST .../restart");
-  {
-    std::lock_guard lock(sandbox->mu);
-    if (!sandbox->contexts.contains(id))
-      return SendError(*exchange, 404, "context " + id.substr(0, 100) + " not found");
-  }
   if (!restart && id == kDefaultContext)
     return SendError(*exchange, 400, "the default context cannot be removed; restart it to empty it");
+  std::shared_ptr<Sandbox::Kernel> kernel;
+  {
+    std::lock_guard lock(sandbox->mu);
+    auto it = sandbox->contexts.find(id);
+    if (it == sandbox->contexts.end())
+      return SendError(*exchange, 404, "context " + id.substr(0, 100) + " not found");
+    kernel = it->second.kernel;
+    if (kernel != nullptr) {
+      // A kernel's context: its process ends; a restarted one gets a new kernel at its next
+      // execution (one still running on the old one ends with the process).
+      if (restart) {
+        it->second.kernel = std::make_shared<Sandbox::Kernel>();
+        it->second.executions = 0;
+      } else {
+        sandbox->contexts.erase(it);
+      }
+    }
+  }
+  if (kernel != nullptr) {
+    if (!restart) Keep(*sandbox);
+    return calls_.Spawn([this, exchange, sandbox, key, id, pid = kernel->pid.load(), peer = request.peer] {
+      StopKernel(*sandbox, id, pid, key, peer);
+      exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
+    });
+  }
   // The namespace is dropped inside the session, after whatever runs there now.
   calls_.Spawn([this, exchange, sandbox, key, id, restart, peer = request.peer] {
     auto program = ProgramFor(*sandbox, runtime::Mode::kDropContext, "");

@@ -166,8 +166,7 @@ void E2bApi::ProcessRpc(const std::string& method, HttpRequest& request, std::sh
       json processes = json::array();
       for (const auto& p : *list) {
         if (!p.running) continue;                                  // envd lists what runs
-        if (p.tag == kWatchTag || p.tag == kMetricsTag || p.tag == kPortTag)
-          continue;  // envd's own doing there
+        if (InternalTag(p.tag)) continue;                          // envd's own doing there
         json info = {{"config", RememberedConfig(*sandbox, p)}, {"pid", p.pid}};
         if (!p.tag.empty()) info["tag"] = p.tag;
         processes.push_back(std::move(info));

@@ -51,7 +51,12 @@ void E2bApi::Keep(Sandbox& s) {
   {
     std::lock_guard lock(s.mu);
     nlohmann::json contexts = nlohmann::json::array();
-    for (const auto& [id, c] : s.contexts) contexts.push_back({{"id", c.id}, {"cwd", c.cwd}});
+    for (const auto& [id, c] : s.contexts) {
+      contexts.push_back({{"id", c.id},
+                          {"cwd", c.cwd},
+                          {"language", LanguageName(c.language)},
+                          {"language_default", c.language_default}});
+    }
     j["contexts"] = std::move(contexts);
   }
   // One writer at a time: a context made and one removed at once leave the later record.
@@ -101,9 +106,17 @@ void E2bApi::TakeBack() {
       s->env = j.at("env").get<std::map<std::string, std::string>>();
       s->started =
           std::chrono::system_clock::time_point(std::chrono::milliseconds(j.at("started_ms").get<int64_t>()));
-      for (const auto& c : j.at("contexts"))
-        s->contexts[c.at("id").get<std::string>()] = {.id = c.at("id").get<std::string>(),
-                                                      .cwd = c.at("cwd").get<std::string>()};
+      for (const auto& c : j.at("contexts")) {
+        // A kernel's state does not outlive its process: its context comes back empty.
+        const auto language = LanguageOf(c.value("language", nlohmann::json()));
+        if (!language) throw std::runtime_error("not a context");
+        Sandbox::Context& context = s->contexts[c.at("id").get<std::string>()];
+        context = {.id = c.at("id").get<std::string>(),
+                   .cwd = c.at("cwd").get<std::string>(),
+                   .language = *language,
+                   .language_default = c.value("language_default", false)};
+        if (*language != Language::kPython) context.kernel = std::make_shared<Sandbox::Kernel>();
+      }
     } catch (const std::exception&) {
       std::fprintf(stderr, "execbox: E2B record %s.json dropped: it cannot be read\n", id.c_str());
       ::unlink(path.c_str());

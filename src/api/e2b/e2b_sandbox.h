@@ -2,6 +2,7 @@
 // share. Not for anyone else.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "api/e2b/e2b_api.h"
+#include "api/e2b/e2b_kernel_wire.h"
 #include "api/e2b/e2b_wire.h"
 #include "engine/refusal.h"
 
@@ -28,10 +30,21 @@ struct E2bApi::Sandbox {
   std::map<std::string, std::string> env;              // envVars at creation: every execution's
   std::chrono::system_clock::time_point started;
 
+  // A bash or javascript context's kernel (e2b_kernels.cc): its process, started by the
+  // context's first execution, and where in that process's output the next execution's starts.
+  struct Kernel {
+    std::mutex run;               // one execution at a time, as a Jupyter kernel runs them
+    std::atomic<int32_t> pid{0};  // 0: none yet (or it ended)
+    uint64_t from = 0;            // guarded by `run`
+  };
   struct Context {
     std::string id;
     std::string cwd;  // as code inside the sandbox sees it ("" for the work dir)
+    Language language = Language::kPython;
+    // The context /execute uses for its language when it names none (Python's: kDefaultContext).
+    bool language_default = false;
     uint64_t executions = 0;
+    std::shared_ptr<Kernel> kernel;  // for any language but Python (whose contexts are namespaces)
   };
   std::mutex mu;  // guards what follows
   std::chrono::system_clock::time_point end_at;
@@ -63,6 +76,26 @@ inline constexpr const char* kWatchTag = "execbox:watch-dir";
 inline constexpr const char* kMetricsTag = "execbox:metrics";
 // The tag of a port relay's process (e2b_ports.cc), left out likewise.
 inline constexpr const char* kPortTag = "execbox:port-relay";
+
+// A context kernel's process (e2b_kernels.cc) is tagged this and its context's id, and left out
+// likewise.
+inline constexpr std::string_view kKernelTagPrefix = "execbox:context:";
+// What E2B's process list leaves out: the processes this server runs for its own ends.
+inline bool InternalTag(std::string_view tag) {
+  return tag == kWatchTag || tag == kMetricsTag || tag == kPortTag || tag.starts_with(kKernelTagPrefix);
+}
+
+// One execution of a bash or javascript context (E2bApi::RunInKernel).
+struct E2bApi::KernelCall {
+  std::string context;
+  std::shared_ptr<Sandbox::Kernel> kernel;
+  Language language = Language::kBash;
+  std::string cwd;  // the context's
+  std::string code;
+  std::map<std::string, std::string> env;  // this execution's env_vars (names IsVariableName)
+  engine::Caller caller;
+  engine::Origin origin;
+};
 
 // The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base
 // (e2b_snapshots.cc). Any other template id a create names must be one of the key's snapshots.
