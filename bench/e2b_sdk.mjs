@@ -32,6 +32,10 @@ rows.push(["runCode('x = 1; x')", await measure(() => sbx.runCode('x = 1\nx'))])
 await sbx.runCode('import pandas as pd\ndf = pd.DataFrame({"a": range(100)})')
 rows.push(['runCode(DataFrame -> html)', await measure(() => sbx.runCode('df.head()'))])
 rows.push(["commands.run('echo hi')", await measure(() => sbx.commands.run('echo hi'))])
+// The other languages' contexts: a kernel process kept between executions (its first start
+// is the warm-up), against a bash started per call (commands.run) and python3 -c.
+rows.push(["runCode('echo hi', bash context)", await measure(() => sbx.runCode('echo hi', { language: 'bash' }))])
+rows.push(["runCode('1 + 1', javascript context)", await measure(() => sbx.runCode('1 + 1', { language: 'js' }))])
 const kb = 'x'.repeat(1024)
 rows.push(['files.write 1 KB', await measure(() => sbx.files.write('bench.txt', kb))])
 rows.push(['files.read 1 KB', await measure(() => sbx.files.read('bench.txt'))])
