@@ -46,7 +46,7 @@ if (phase === 'before') {
     assert((await a.pause()) === true, 'paused')
     const b = await Sandbox.create({ timeoutMs: 300_000, metadata: { suite: 'restart', which: 'b' } })
     await b.runCode('u = 6')
-    await b.files.write('b.txt', 'B')
+    await b.files.write('b.txt', 'B', { metadata: { kept: 'yes' } })
     const ctx = await b.createCodeContext()
     await b.runCode('c = 7', { context: ctx })
     const js = await b.createCodeContext({ language: 'javascript' })
@@ -82,6 +82,7 @@ if (phase === 'before') {
     const b = await Sandbox.connect(ids.b)
     assert((await b.runCode('u')).text === '6', 'u')
     assert((await b.files.read('b.txt')) === 'B', 'b.txt')
+    assert((await b.files.getInfo('b.txt')).metadata?.kept === 'yes', "b.txt's metadata")
     const r = await b.runCode('1 + 1', { context: { id: ids.ctx, language: 'python', cwd: '/home/user' } })
     assert(r.text === '2', `the context runs: ${JSON.stringify(r.error)}`)
     // The javascript context is back, its kernel a new one.

@@ -302,6 +302,28 @@ await check('two contexts: separate globals, shared files', async () => {
   await throws(() => sbx.runCode('1', { context: ctx }), /not found/i, 'a removed context')
 })
 
+await check('file metadata: kept on write, given by getInfo and list, moved and removed with the file', async () => {
+  const info = await sbx.files.write('meta.txt', 'm', { metadata: { author: 'me', rev: '2' } })
+  assert(info.metadata && info.metadata.author === 'me' && info.metadata.rev === '2', JSON.stringify(info))
+  const stat = await sbx.files.getInfo('meta.txt')
+  assert(stat.metadata && stat.metadata.author === 'me' && stat.metadata.rev === '2', JSON.stringify(stat))
+  const listed = await sbx.files.list('/home/user')
+  const entry = listed.find((f) => f.name === 'meta.txt')
+  assert(entry && entry.metadata && entry.metadata.rev === '2', JSON.stringify(entry))
+  assert(listed.filter((f) => f.metadata).length === 1, 'other files have none')
+  await sbx.files.rename('meta.txt', 'moved-meta.txt')
+  assert((await sbx.files.getInfo('moved-meta.txt')).metadata?.author === 'me', 'moved with the file')
+  await sbx.files.write('moved-meta.txt', 'again')
+  assert((await sbx.files.getInfo('moved-meta.txt')).metadata === undefined, 'a write without metadata clears it')
+  await sbx.files.write('/tmp/meta-out.txt', 'x', { metadata: { where: 'tmp' } })
+  assert((await sbx.files.getInfo('/tmp/meta-out.txt')).metadata?.where === 'tmp', 'outside the home')
+  await sbx.files.remove('/tmp/meta-out.txt')
+  await sbx.files.write('/tmp/meta-out.txt', 'y')
+  assert((await sbx.files.getInfo('/tmp/meta-out.txt')).metadata === undefined, 'removed with the file')
+  await sbx.files.remove('moved-meta.txt')
+  await throws(() => sbx.files.write('bad.txt', 'x', { metadata: { 'a b': 'c' } }), /metadata key/i, 'a key the SDK refuses')
+})
+
 await check('files: write, read, list, and code sees them', async () => {
   await sbx.files.write('/home/user/data.csv', 'a,b\n1,2\n')
   const e = await sbx.runCode("import pandas as pd\nint(pd.read_csv('data.csv')['b'][0])")

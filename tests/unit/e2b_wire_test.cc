@@ -173,5 +173,20 @@ TEST(E2bWire, AbsolutePathsInTheSandbox) {
 
 TEST(E2bWire, ShellQuoting) { EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'"); }
 
+TEST(E2bWire, FileMetadataComesFromXMetadataHeadersAndIsChecked) {
+  auto got = FileMetadataOf({{"x-metadata-author", "me"}, {"x-metadata-rev", "2"}, {"content-type", "x"}});
+  ASSERT_TRUE(got) << got.error();
+  EXPECT_EQ(*got, (std::map<std::string, std::string>{{"author", "me"}, {"rev", "2"}}));
+  EXPECT_TRUE(FileMetadataOf({{"content-type", "x"}})->empty());
+  EXPECT_FALSE(FileMetadataOf({{"x-metadata-", "v"}}));             // no key
+  EXPECT_FALSE(FileMetadataOf({{"x-metadata-a/b", "v"}}));          // not a token
+  EXPECT_FALSE(FileMetadataOf({{"x-metadata-k", "line\nbreak"}}));  // not printable
+  EXPECT_FALSE(FileMetadataOf({{"x-metadata-k", std::string(1025, 'v')}}));
+  EXPECT_FALSE(FileMetadataOf({{"x-metadata-" + std::string(129, 'k'), "v"}}));
+  std::map<std::string, std::string> many;
+  for (size_t i = 0; i <= kMaxMetadataKeys; ++i) many["x-metadata-k" + std::to_string(i)] = "v";
+  EXPECT_FALSE(FileMetadataOf(many));
+}
+
 }  // namespace
 }  // namespace execbox::api::e2b

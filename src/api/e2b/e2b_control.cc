@@ -300,6 +300,10 @@ void E2bApi::Fork(HttpRequest& request, std::shared_ptr<Exchange>& exchange, con
       child->template_id = parent->template_id;
       child->metadata = parent->metadata;
       child->env = parent->env;
+      {
+        std::lock_guard lock(parent->mu);
+        child->file_metadata = parent->file_metadata;  // the files are copied with the state
+      }
       engine::Refused<void> published =
           forked ? Publish(child, forked->info, caller, origin, lifetime) : std::unexpected(forked.error());
       if (!published) {

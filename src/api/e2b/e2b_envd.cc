@@ -55,6 +55,43 @@ nlohmann::json EntryInfo(const nlohmann::json& e) {
   return j;
 }
 
+// The entry with its file's metadata, when an upload gave it some.
+nlohmann::json WithMetadata(nlohmann::json entry, E2bApi::Sandbox& sandbox) {
+  if (entry.value("type", "") != "FILE_TYPE_FILE") return entry;
+  std::lock_guard lock(sandbox.mu);
+  auto it = sandbox.file_metadata.find(entry.value("path", ""));
+  if (it != sandbox.file_metadata.end()) entry["metadata"] = it->second;
+  return entry;
+}
+
+// The metadata of `path` and of what is under it, taken out of `kept`.
+std::vector<std::pair<std::string, std::map<std::string, std::string>>> TakeUnder(
+    std::map<std::string, std::map<std::string, std::string>>& kept, const std::string& path) {
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> taken;
+  for (auto it = kept.lower_bound(path); it != kept.end() && it->first.starts_with(path);) {
+    const std::string rest = it->first.substr(path.size());
+    if (!rest.empty() && rest[0] != '/') {  // "/a/bc" is not under "/a/b"
+      ++it;
+      continue;
+    }
+    taken.emplace_back(rest, std::move(it->second));
+    it = kept.erase(it);
+  }
+  return taken;
+}
+
+// What the SDK removed (`to` empty) or moved: the metadata of the path and of what is under it
+// goes with it, and what the destination held is gone. Whether anything changed.
+bool MoveMetadata(E2bApi::Sandbox& sandbox, const std::string& from, const std::string& to) {
+  std::lock_guard lock(sandbox.mu);
+  auto taken = TakeUnder(sandbox.file_metadata, from);
+  bool changed = !taken.empty();
+  if (to.empty()) return changed;
+  changed = !TakeUnder(sandbox.file_metadata, to).empty() || changed;
+  for (auto& [rest, metadata] : taken) sandbox.file_metadata[to + rest] = std::move(metadata);
+  return changed;
+}
+
 // The application/json a sandbox operation answered with, or the error it ended in.
 std::expected<nlohmann::json, RpcError> Answer(const engine::Refused<engine::Result>& outcome) {
   if (!outcome) return std::unexpected(RpcError{RpcCodeOf(outcome.error()), outcome.error().detail});
@@ -170,7 +207,7 @@ void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
       auto listed = Answer(RunIn(*sandbox, key, std::move(program), peer));
       if (!listed) return std::unexpected(listed.error());
       for (const auto& e : listed->value("entries", nlohmann::json::array())) {
-        if (e.value("path", "") == p) return EntryInfo(e);
+        if (e.value("path", "") == p) return WithMetadata(EntryInfo(e), *sandbox);
       }
       return std::unexpected(RpcError{"not_found", "no such file or directory: " + p});
     };
@@ -196,7 +233,7 @@ void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
       } else {
         nlohmann::json entries = nlohmann::json::array();
         for (const auto& e : listed->value("entries", nlohmann::json::array()))
-          entries.push_back(EntryInfo(e));
+          entries.push_back(WithMetadata(EntryInfo(e), *sandbox));
         reply = nlohmann::json{{"entries", entries}};
       }
     } else if (method == "Stat") {
@@ -215,6 +252,12 @@ void E2bApi::FilesystemRpc(const std::string& method, HttpRequest& request,
       }
       if (auto failed = command(line)) {
         reply = std::unexpected(*failed);
+      } else if ((method == "Remove" || method == "Move") &&
+                 MoveMetadata(*sandbox, path, method == "Move" ? destination : "")) {
+        Keep(*sandbox);
+      }
+      if (!reply) {
+        // the command's failure, as it is
       } else if (method == "Remove") {
         reply = nlohmann::json::object();
       } else {

@@ -149,8 +149,19 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
     if (!path) return SendError(*exchange, 400, path.error());
     paths.push_back(*path);
   }
-  calls_.Spawn([this, exchange, sandbox, key, caller, files = std::move(files), paths, peer = request.peer] {
+  auto metadata = FileMetadataOf(request.headers);
+  if (!metadata) return SendError(*exchange, 400, metadata.error());
+  if (!metadata->empty()) {
+    std::lock_guard lock(sandbox->mu);
+    if (sandbox->file_metadata.size() + paths.size() > kMaxFilesWithMetadata)
+      return SendError(
+          *exchange, 400,
+          "a sandbox keeps metadata for at most " + std::to_string(kMaxFilesWithMetadata) + " files");
+  }
+  calls_.Spawn([this, exchange, sandbox, key, caller, files = std::move(files), paths, metadata = *metadata,
+                peer = request.peer] {
     nlohmann::json written = nlohmann::json::array();
+    bool changed = false;  // the metadata kept
     for (size_t i = 0; i < files.size(); ++i) {
       const FilePath& p = paths[i];
       if (p.in_home) {
@@ -159,9 +170,20 @@ void E2bApi::Files(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
       } else if (auto failed = WriteOutsideHome(*sandbox, key, p.absolute, files[i].content, peer)) {
         return SendError(*exchange, failed->first, failed->second);
       }
-      written.push_back(
-          {{"name", p.absolute.substr(p.absolute.rfind('/') + 1)}, {"type", "file"}, {"path", p.absolute}});
+      nlohmann::json entry = {
+          {"name", p.absolute.substr(p.absolute.rfind('/') + 1)}, {"type", "file"}, {"path", p.absolute}};
+      // What is written is the file's metadata from now on (none, when the upload sent none).
+      std::lock_guard lock(sandbox->mu);
+      if (metadata.empty()) {
+        changed = sandbox->file_metadata.erase(p.absolute) > 0 || changed;
+      } else {
+        sandbox->file_metadata[p.absolute] = metadata;
+        entry["metadata"] = metadata;
+        changed = true;
+      }
+      written.push_back(std::move(entry));
     }
+    if (changed) Keep(*sandbox);
     SendJson(*exchange, 200, written);
   });
 }

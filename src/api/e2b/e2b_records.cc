@@ -58,6 +58,7 @@ void E2bApi::Keep(Sandbox& s) {
                           {"language_default", c.language_default}});
     }
     j["contexts"] = std::move(contexts);
+    j["file_metadata"] = s.file_metadata;
   }
   // One writer at a time: a context made and one removed at once leave the later record.
   std::lock_guard lock(records_mu_);
@@ -117,6 +118,9 @@ void E2bApi::TakeBack() {
                    .language_default = c.value("language_default", false)};
         if (*language != Language::kPython) context.kernel = std::make_shared<Sandbox::Kernel>();
       }
+      if (j.contains("file_metadata"))
+        s->file_metadata =
+            j["file_metadata"].get<std::map<std::string, std::map<std::string, std::string>>>();
     } catch (const std::exception&) {
       std::fprintf(stderr, "execbox: E2B record %s.json dropped: it cannot be read\n", id.c_str());
       ::unlink(path.c_str());

@@ -49,6 +49,11 @@ struct E2bApi::Sandbox {
   std::mutex mu;  // guards what follows
   std::chrono::system_clock::time_point end_at;
   std::map<std::string, Context> contexts;  // kDefaultContext always
+  // Files' metadata (E2B's X-Metadata-* on an upload), by absolute path: kept here, beside the
+  // sandbox, as a tmpfs before Linux 6.6 keeps no user xattrs. What the SDK writes, moves and
+  // removes keeps it in step; what code in the sandbox does to a file it does not see
+  // (docs/e2b.md).
+  std::map<std::string, std::map<std::string, std::string>> file_metadata;
   // The config each process was started with through envd (process.ProcessConfig: its envs
   // and cwd as sent, which the session's table does not keep), by pid, for List; the start
   // time tells a pid used again since (by another start, through /v1) from the one it names.
@@ -96,6 +101,9 @@ struct E2bApi::KernelCall {
   engine::Caller caller;
   engine::Origin origin;
 };
+
+// At most this many files of a sandbox hold metadata: one more is refused.
+inline constexpr size_t kMaxFilesWithMetadata = 4096;
 
 // The templates whose sandboxes an execbox sandbox is: E2B's code interpreter and its base
 // (e2b_snapshots.cc). Any other template id a create names must be one of the key's snapshots.

@@ -1,5 +1,7 @@
 #include "api/e2b/e2b_wire.h"
 
+#include <algorithm>
+#include <cctype>
 #include <iterator>
 #include <map>
 
@@ -332,6 +334,30 @@ std::string ShellQuote(std::string_view text) {
       out += c;
   }
   return out + "'";
+}
+
+std::expected<std::map<std::string, std::string>, std::string> FileMetadataOf(
+    const std::map<std::string, std::string>& headers) {
+  constexpr std::string_view kPrefix = "x-metadata-";
+  const std::string_view token_marks = "!#$%&'*+-.^_`|~";
+  std::map<std::string, std::string> metadata;
+  for (const auto& [name, value] : headers) {
+    if (!name.starts_with(kPrefix)) continue;
+    const std::string key = name.substr(kPrefix.size());
+    if (key.empty() || key.size() > 128 || !std::all_of(key.begin(), key.end(), [&](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || token_marks.find(c) != std::string_view::npos;
+        }))
+      return std::unexpected("metadata key '" + key.substr(0, 128) +
+                             "' is not 1 to 128 letters, digits or HTTP token marks");
+    if (value.size() > 1024 ||
+        !std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; }))
+      return std::unexpected("metadata value of '" + key +
+                             "' is not at most 1024 printable ASCII characters");
+    metadata[key] = value;
+  }
+  if (metadata.size() > kMaxMetadataKeys)
+    return std::unexpected("a file holds at most " + std::to_string(kMaxMetadataKeys) + " metadata keys");
+  return metadata;
 }
 
 }  // namespace execbox::api::e2b

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <expected>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -18,9 +19,10 @@
 namespace execbox::api::e2b {
 
 // The version of E2B's in-sandbox daemon (envd) this server answers as. The SDKs switch on it:
-// >= 0.4.0 sends no default user, >= 0.5.7 may upload as application/octet-stream, and file
-// metadata (>= 0.6.2) is refused by the SDK itself, which this server does not keep.
-inline constexpr const char* kEnvdVersion = "0.5.7";
+// >= 0.4.0 sends no default user, >= 0.5.7 may upload as application/octet-stream, >= 0.6.2
+// sends file metadata (X-Metadata-* headers on an upload; FileMetadataOf). Watch events with
+// their entry (0.6.3) are not offered.
+inline constexpr const char* kEnvdVersion = "0.6.2";
 // The sandbox's home, where the SDKs expect the user's files: its work dir. /work is another name
 // of it (jail::kWorkDirAlias), taken from a client and answered as /home/user, the name E2B's
 // envd gives (it resolves links in what it lists).
@@ -87,6 +89,14 @@ std::string SandboxPath(std::string_view path);
 // A path the SDK sent as an absolute path inside the sandbox, without a trailing slash: a
 // relative one is relative to the home, as envd makes it; the home by its one name.
 std::string AbsoluteInSandbox(std::string_view path);
+// A file's metadata as an upload's X-Metadata-<key> headers give it (keys lower-cased, as HTTP
+// header names are), or why it is refused: keys of HTTP token characters, values of printable
+// US-ASCII (as the SDK checks them), at most kMaxMetadataKeys, each key 128 and value 1024
+// bytes at most.
+inline constexpr size_t kMaxMetadataKeys = 32;
+std::expected<std::map<std::string, std::string>, std::string> FileMetadataOf(
+    const std::map<std::string, std::string>& headers);
+
 // Quoted for a POSIX shell ('...' with each ' as '\'').
 std::string ShellQuote(std::string_view text);
 
