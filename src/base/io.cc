@@ -1,8 +1,10 @@
 #include "base/io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 
@@ -93,6 +95,20 @@ std::optional<uint64_t> ParseU64(std::string_view text) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return std::nullopt;
   return value;
+}
+
+Expected<std::vector<std::string>> NamesEndingIn(const std::string& dir, std::string_view suffix) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return FailErrno("read the directory " + dir);
+  std::vector<std::string> names;
+  while (struct dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name.size() > suffix.size() && name.ends_with(suffix))
+      names.emplace_back(name.substr(0, name.size() - suffix.size()));
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace execbox

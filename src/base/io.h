@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/error.h"
 #include "base/unique_fd.h"
@@ -22,6 +23,9 @@ Expected<std::pair<UniqueFd, UniqueFd>> MakePipe();
 Expected<uint64_t> ParseSize(std::string_view text);
 // A decimal number, trailing newlines and spaces allowed; nothing for anything else.
 std::optional<uint64_t> ParseU64(std::string_view text);
+// The names in `dir` that end in `suffix`, without it, sorted (what a state dir holds of one
+// kind: a caller still checks each is a name of its own); or why the dir cannot be read.
+Expected<std::vector<std::string>> NamesEndingIn(const std::string& dir, std::string_view suffix);
 // The running executable's path, as /proc/self/exe named it the first time this was asked
 // ("" when it could not be read). Kept: after the process enters a mount namespace of its own
 // (jail/container_cgroups.h) the link names a mount outside it and reads as a bare "/execbox".

@@ -1,6 +1,5 @@
 #include "engine/session_store.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,8 +15,9 @@ namespace {
 constexpr std::string_view kSuffix = ".session";
 constexpr size_t kMaxFileBytes = 16ull << 30;
 
-// Ids are ours ("s_" and hex, then "." and an instance name): nothing else is a session file.
-bool PlainId(std::string_view id) {
+}  // namespace
+
+bool IsSessionId(std::string_view id) {
   if (id.size() < 3 || id.size() > 100 || !id.starts_with("s_")) return false;
   for (char c : id) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
@@ -25,8 +25,6 @@ bool PlainId(std::string_view id) {
   }
   return id.find("..") == std::string_view::npos;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<SessionStore>> SessionStore::Open(const std::string& dir) {
   std::unique_ptr<SessionStore> store(new SessionStore());
@@ -58,17 +56,17 @@ std::string SessionStore::PathOf(const std::string& id) const {
 
 execbox::Status SessionStore::Save(const std::string& id, std::string_view sealed) {
   if (!durable()) return {};
-  if (!PlainId(id)) return Fail("not a session id");
+  if (!IsSessionId(id)) return Fail("not a session id");
   return ReplaceFile(PathOf(id), sealed);
 }
 
 void SessionStore::Remove(const std::string& id) {
-  if (durable() && PlainId(id)) ::unlink(PathOf(id).c_str());
+  if (durable() && IsSessionId(id)) ::unlink(PathOf(id).c_str());
 }
 
 void SessionStore::Refuse(const std::string& id, const std::string& why) {
   std::fprintf(stderr, "execbox: session file %s.session refused: %s\n", id.c_str(), why.c_str());
-  if (!durable() || !PlainId(id)) return;
+  if (!durable() || !IsSessionId(id)) return;
   const std::string path = PathOf(id);
   ::rename(path.c_str(), (path + ".refused").c_str());
 }
@@ -76,13 +74,10 @@ void SessionStore::Refuse(const std::string& id, const std::string& why) {
 std::vector<SessionStore::Saved> SessionStore::LoadAll() {
   std::vector<Saved> out;
   if (!durable()) return out;
-  DIR* d = ::opendir(dir_.c_str());
-  if (d == nullptr) return out;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
-    if (!name.ends_with(kSuffix)) continue;
-    std::string id(name.substr(0, name.size() - kSuffix.size()));
-    if (!PlainId(id)) continue;
+  auto names = NamesEndingIn(dir_, kSuffix);
+  if (!names) return out;
+  for (const auto& id : *names) {
+    if (!IsSessionId(id)) continue;
     const std::string path = PathOf(id);
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -91,7 +86,6 @@ std::vector<SessionStore::Saved> SessionStore::LoadAll() {
     }
     out.push_back({id, ReadFile(path, kMaxFileBytes)});
   }
-  ::closedir(d);
   return out;
 }
 

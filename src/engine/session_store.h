@@ -5,12 +5,17 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
 #include "engine/sealed_snapshot.h"
 
 namespace execbox::engine {
+
+// Whether `id` is shaped as the engine's session ids are ("s_" and hex, then "." and an
+// instance name): a name safe in a path of the state dir. Nothing else is a session's file.
+bool IsSessionId(std::string_view id);
 
 class SessionStore {
  public:

@@ -1,6 +1,5 @@
 #include "engine/snapshot_shelf.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,17 +56,10 @@ Expected<std::unique_ptr<SnapshotShelf>> SnapshotShelf::Open(const std::string& 
   if (::lstat(dir.c_str(), &st) != 0) return FailErrno("the snapshot dir " + dir);
   if (!S_ISDIR(st.st_mode)) return Fail("the snapshot dir " + dir + " is not a directory");
   shelf->dir_ = dir;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return FailErrno("read the snapshot dir " + dir);
-  std::vector<std::string> ids;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
-    if (!name.ends_with(kSnapshotSuffix)) continue;
-    std::string id(name.substr(0, name.size() - kSnapshotSuffix.size()));
-    if (PlainId(id)) ids.push_back(std::move(id));
-  }
-  ::closedir(d);
-  for (const auto& id : ids) {
+  auto ids = NamesEndingIn(dir, kSnapshotSuffix);
+  if (!ids) return std::unexpected(ids.error());
+  for (const auto& id : *ids) {
+    if (!PlainId(id)) continue;
     const std::string path = dir + "/" + id + std::string(kSnapshotSuffix);
     if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
       Refuse(path, "not a regular file");

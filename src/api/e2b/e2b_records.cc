@@ -3,7 +3,6 @@
 // (E2bOptions::state_dir): one file per sandbox, "<state dir>/e2b/<id>.json", mode 0600 in a
 // directory of the server's own, so that an SDK holding a sandbox goes on with it after the
 // server came back (its token unchanged). A record whose session did not come back is dropped.
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,20 +12,12 @@
 #include "api/e2b/e2b_sandbox.h"
 #include "base/io.h"
 #include "base/replace_file.h"
+#include "engine/session_store.h"
 
 namespace execbox::api::e2b {
 namespace {
 
 constexpr std::string_view kSuffix = ".json";
-
-// Session ids are the engine's ("s_", hex, perhaps "." and an instance name).
-bool PlainId(std::string_view id) {
-  if (id.size() < 3 || id.size() > 100 || !id.starts_with("s_")) return false;
-  for (char c : id) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) return false;
-  }
-  return id.find("..") == std::string_view::npos;
-}
 
 int64_t MillisOf(std::chrono::system_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -40,7 +31,7 @@ std::string E2bApi::RecordDir() const {
 
 void E2bApi::Keep(Sandbox& s) {
   const std::string dir = RecordDir();
-  if (dir.empty() || !PlainId(s.id)) return;
+  if (dir.empty() || !engine::IsSessionId(s.id)) return;
   nlohmann::json j{{"id", s.id},
                    {"key", s.key_id},
                    {"token", s.token},
@@ -69,7 +60,7 @@ void E2bApi::Keep(Sandbox& s) {
 
 void E2bApi::Unkeep(const std::string& id) {
   const std::string dir = RecordDir();
-  if (dir.empty() || !PlainId(id)) return;
+  if (dir.empty() || !engine::IsSessionId(id)) return;
   std::lock_guard lock(records_mu_);
   ::unlink((dir + "/" + id + std::string(kSuffix)).c_str());
 }
@@ -82,17 +73,10 @@ void E2bApi::TakeBack() {
                  "execbox: the E2B record dir cannot be made; sandboxes will not outlive a restart\n");
     return;
   }
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> ids;
-  while (struct dirent* e = ::readdir(d)) {
-    std::string_view name(e->d_name);
-    if (!name.ends_with(kSuffix)) continue;
-    std::string id(name.substr(0, name.size() - kSuffix.size()));
-    if (PlainId(id)) ids.push_back(std::move(id));
-  }
-  ::closedir(d);
-  for (const auto& id : ids) {
+  auto ids = NamesEndingIn(dir, kSuffix);
+  if (!ids) return;
+  for (const auto& id : *ids) {
+    if (!engine::IsSessionId(id)) continue;
     const std::string path = dir + "/" + id + std::string(kSuffix);
     auto text = ReadFile(path, 1 << 20);
     auto j = text ? nlohmann::json::parse(*text, nullptr, false) : nlohmann::json();
