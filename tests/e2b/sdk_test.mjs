@@ -455,6 +455,15 @@ await check('signed file URLs work without headers; another operation, path or a
   await new Promise((r) => setTimeout(r, 2500))
   res = await fetch(soon)
   assert(res.status === 401 && /expired/.test(await res.text()), `after its expiry: ${res.status}`)
+  // An expiration that is not a time, though signed with the sandbox's token, is refused as such.
+  const { createHash } = await import('node:crypto')
+  const u = new URL(down)
+  const [p, user] = [u.searchParams.get('path'), u.searchParams.get('username') ?? '']
+  const signed = createHash('sha256').update(`${p}:read:${user}:${sbx.envdAccessToken}:12x`).digest('base64')
+  u.searchParams.set('signature', 'v1_' + signed.replace(/=+$/, ''))
+  u.searchParams.set('signature_expiration', '12x')
+  res = await fetch(u)
+  assert(res.status === 401 && /not a time/.test(await res.text()), `an expiration not a time: ${res.status}`)
 })
 
 await check('gzip: uploads and downloads compressed, in the home and outside it', async () => {

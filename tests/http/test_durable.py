@@ -120,6 +120,24 @@ class DurableSessionsTest(ApiTestCase):
         self.assertEqual(r["session"]["state"], "restored", r["session"])
         self.assertIn("paused", r["session"]["reason"])
 
+    def test_a_corrupt_e2b_record_is_dropped_and_the_server_serves(self):
+        self.start("durable-record-1")
+        r = self.server.request("POST", "/sandboxes", {"templateID": "base"})
+        self.assertEqual(r.status, 201, repr(r))
+        sid = r.json()["sandboxID"]
+        record = os.path.join(self.state, "e2b", sid + ".json")
+        self.assertEqual(stat.S_IMODE(os.stat(record).st_mode), 0o600)
+        self.assertEqual(self.server.stop(), 0)
+        with open(record, "w") as f:
+            f.write('{"id": "%s", "token": 3' % sid)  # cut short, and a token not a string
+        self.start("durable-record-2")
+        self.assertFalse(os.path.exists(record))
+        # The session came back, but not as an E2B sandbox: without its record it has no token.
+        self.assertEqual(self.server.request("GET", f"/sandboxes/{sid}").status, 404)
+        self.assertEqual(self.server.request("GET", f"/v1/sessions/{sid}").status, 200)
+        self.assertEqual(self.server.request("POST", "/sandboxes", {"templateID": "base"}).status, 201)
+        self.assertIn("cannot be read", self.server.stderr_text())
+
     def test_an_e2b_snapshot_outlives_its_sandbox_and_the_server_and_is_only_its_keys(self):
         self.start("durable-snapshot-1")
         r = self.server.request("POST", "/sandboxes", {"templateID": "base"})
@@ -131,6 +149,7 @@ class DurableSessionsTest(ApiTestCase):
         snap = r.json()["snapshotID"]
         self.assertEqual(r.json()["names"], ["durable"])
         self.assertEqual(self.server.request("POST", f"/sandboxes/{sid}/snapshots", {"name": "has space"}).status, 400)
+        self.assertEqual(self.server.request("POST", f"/sandboxes/{sid}/snapshots", {"name": "n" * 129}).status, 400)
         self.run_in(sid, "snap = 'later'")  # the snapshot holds the state of its moment
         # Another key neither lists it, nor makes a sandbox of it, nor deletes it.
         self.assertEqual(self.server.request("GET", "/snapshots", token=KEY_B).json(), [])

@@ -188,5 +188,50 @@ TEST(E2bWire, FileMetadataComesFromXMetadataHeadersAndIsChecked) {
   EXPECT_FALSE(FileMetadataOf(many));
 }
 
+TEST(E2bWire, AHostNamesASandboxsPortOnlyWhenWhollyShapedSo) {
+  auto target = HostTargetOf("8080-s_abc.execbox.test", "execbox.test");
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->port, 8080);
+  EXPECT_EQ(target->id, "s_abc");
+  EXPECT_EQ(HostTargetOf("49999-s_abc.execbox.test:8443", "execbox.test")->port, 49999);
+  for (const char* host :
+       {"65536-s_abc.execbox.test", "123456-s_a.execbox.test", "0-s_a.execbox.test", "-s_a.execbox.test",
+        "80-.execbox.test", "x80-s_a.execbox.test", "80s_a.execbox.test", "80-s_a.otherexecbox.test",
+        "80-s_a.execbox.test.evil", "execbox.test", "", ":80", "80-s_a.EXECBOX.test"}) {
+    EXPECT_FALSE(HostTargetOf(host, "execbox.test")) << host;
+  }
+  EXPECT_FALSE(HostTargetOf("80-s_a.execbox.test", ""));  // no domain: no sandbox hosts
+}
+
+TEST(E2bWire, ARelayedAnswerIsPassedOnWithoutItsHopHeaders) {
+  auto answer = ParseRelayedAnswer(
+      "HTTP/1.0 404 Not Found\r\nContent-Type: text/html\r\nConnection: close\r\nX-Access-Token: t\r\n"
+      "Server: SimpleHTTP\r\nX-Kept: yes\r\n\r\n<p>no</p>");
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, 404);
+  EXPECT_EQ(answer->content_type, "text/html");
+  EXPECT_EQ(answer->body, "<p>no</p>");
+  EXPECT_EQ(answer->headers, (std::vector<std::pair<std::string, std::string>>{{"x-kept", "yes"}}));
+  EXPECT_TRUE(IsHopHeader("e2b-traffic-access-token"));
+  EXPECT_FALSE(IsHopHeader("x-kept"));
+}
+
+TEST(E2bWire, AChunkedAnswerIsUndoneAndABrokenOneRefused) {
+  auto chunked = ParseRelayedAnswer(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n5;ext=1\r\npedia\r\n0\r\n\r\n");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->body, "Wikipedia");
+  for (const char* body :
+       {"4\r\nWik", "zz\r\nWiki\r\n0\r\n\r\n", "4\r\nWiki", "\r\n", "ffffffffffffffff\r\nx\r\n0\r\n\r\n"}) {
+    EXPECT_FALSE(
+        ParseRelayedAnswer(std::string("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") + body))
+        << body;
+  }
+  for (const char* raw : {"", "SSH-2.0-OpenSSH\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n", "HTTP/1.1 999 No\r\n\r\n",
+                          "HTTP/1.1 20\r\n\r\n", "HTTP/1.1 200 OK\r\nno end of headers"}) {
+    EXPECT_FALSE(ParseRelayedAnswer(raw)) << raw;
+  }
+}
+
 }  // namespace
 }  // namespace execbox::api::e2b

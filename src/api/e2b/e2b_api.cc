@@ -125,7 +125,7 @@ E2bApi::~E2bApi() { calls_.Close(); }
 bool E2bApi::Claims(const HttpRequest& request) const {
   return IsControlPath(request.path) || IsOtherApiPath(request.path) ||
          !request.Header("e2b-sandbox-id").empty() || IsSignedFileUrl(request) ||
-         HostTargetOf(request).has_value();
+         SandboxHostOf(request).has_value();
 }
 
 void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
@@ -135,7 +135,7 @@ void E2bApi::Handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
                      "this server runs without it (see `execbox doctor`)");
   }
   // A Host naming a sandbox's port says what E2b-Sandbox-Id and E2b-Sandbox-Port say.
-  if (auto target = HostTargetOf(request)) {
+  if (auto target = SandboxHostOf(request)) {
     request.headers["e2b-sandbox-id"] = target->id;
     request.headers["e2b-sandbox-port"] = std::to_string(target->port);
   }
@@ -237,8 +237,12 @@ std::optional<std::pair<std::shared_ptr<E2bApi::Sandbox>, ApiKey>> E2bApi::Autho
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
     int64_t until = 0;
-    if (std::from_chars(expiry.data(), expiry.data() + expiry.size(), until).ec != std::errc() ||
-        until < now) {
+    const auto [end, ec] = std::from_chars(expiry.data(), expiry.data() + expiry.size(), until);
+    if (ec != std::errc() || end != expiry.data() + expiry.size()) {
+      SendError(exchange, 401, "the file URL's signature_expiration is not a time (seconds since 1970)");
+      return std::nullopt;
+    }
+    if (until < now) {
       SendError(exchange, 401, "the file URL's signature has expired");
       return std::nullopt;
     }

@@ -34,6 +34,7 @@
 
 #include "api/common/calls.h"
 #include "api/e2b/e2b_kernel_wire.h"
+#include "api/e2b/e2b_wire.h"
 #include "api/http/http_api.h"
 #include "engine/gate.h"
 
@@ -81,11 +82,7 @@ class E2bApi final : public MountedApi {
 
   // e2b_ports.cc: the sandbox and port a request's Host names under options_.domain, and a
   // request relayed to a server listening on that port inside the sandbox.
-  struct HostTarget {
-    int port = 0;
-    std::string id;
-  };
-  std::optional<HostTarget> HostTargetOf(const HttpRequest& request) const;
+  std::optional<HostTarget> SandboxHostOf(const HttpRequest& request) const;
   void RelayToPort(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
                    std::shared_ptr<Sandbox> sandbox, const ApiKey& key, int port);
   void Forget(const std::string& id);

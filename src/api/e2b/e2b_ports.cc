@@ -42,20 +42,10 @@ while True:
 out.flush()
 )py";
 
-// Headers that belong to one hop (RFC 9110 7.6.1), and the sandbox's token, which stays here.
-bool HopHeader(std::string_view name) {
-  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
-                             "trailer", "upgrade", "proxy-authorization", "content-length", "x-access-token",
-                             "e2b-traffic-access-token", "e2b-sandbox-id", "e2b-sandbox-port"}) {
-    if (name == h) return true;
-  }
-  return false;
-}
-
 std::string RequestBytes(const HttpRequest& request) {
   std::string out = request.method + " " + request.target + " HTTP/1.0\r\n";
   for (const auto& [name, value] : request.headers) {
-    if (!HopHeader(name)) out += name + ": " + value + "\r\n";
+    if (!IsHopHeader(name)) out += name + ": " + value + "\r\n";
   }
   if (!request.body.empty() || request.method == "POST" || request.method == "PUT" ||
       request.method == "PATCH")
@@ -64,82 +54,11 @@ std::string RequestBytes(const HttpRequest& request) {
   return out + request.body;
 }
 
-// The server's answer as this server sends it on, or nullopt when it is not HTTP.
-std::optional<HttpResponse> ParseAnswer(const std::string& raw) {
-  const size_t end = raw.find("\r\n\r\n");
-  if (end == std::string::npos || !raw.starts_with("HTTP/1.")) return std::nullopt;
-  const size_t line_end = raw.find("\r\n");
-  const size_t space = raw.find(' ');
-  if (space == std::string::npos || space > line_end) return std::nullopt;
-  int status = 0;
-  try {
-    status = std::stoi(raw.substr(space + 1, 3));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (status < 100 || status > 599) return std::nullopt;
-  HttpResponse response{.status = status, .content_type = ""};
-  bool chunked = false;
-  for (size_t at = line_end + 2; at < end;) {
-    const size_t next = raw.find("\r\n", at);
-    std::string line = raw.substr(at, next - at);
-    at = next + 2;
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    std::string value = line.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(" \t"));
-    if (name == "content-type") {
-      response.content_type = value;
-    } else if (name == "transfer-encoding") {
-      chunked = value.find("chunked") != std::string::npos;
-    } else if (!HopHeader(name) && name != "date" && name != "server") {
-      response.headers.emplace_back(name, value);
-    }
-  }
-  response.body = raw.substr(end + 4);
-  if (chunked) {  // an HTTP/1.1 server's answer to our 1.0 request, undone
-    std::string body;
-    size_t at = 0;
-    const std::string& in = response.body;
-    for (;;) {
-      const size_t eol = in.find("\r\n", at);
-      if (eol == std::string::npos) return std::nullopt;
-      size_t size = 0;
-      try {
-        size = std::stoul(in.substr(at, eol - at), nullptr, 16);
-      } catch (const std::exception&) {
-        return std::nullopt;
-      }
-      if (size == 0) break;
-      if (eol + 2 + size > in.size()) return std::nullopt;
-      body.append(in, eol + 2, size);
-      at = eol + 2 + size + 2;
-    }
-    response.body = std::move(body);
-  }
-  return response;
-}
-
 }  // namespace
 
-std::optional<E2bApi::HostTarget> E2bApi::HostTargetOf(const HttpRequest& request) const {
+std::optional<HostTarget> E2bApi::SandboxHostOf(const HttpRequest& request) const {
   if (options_.domain.empty()) return std::nullopt;
-  std::string_view host = request.Header("host");
-  if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) host = host.substr(0, colon);
-  const std::string suffix = "." + options_.domain;
-  if (host.size() <= suffix.size() || !host.ends_with(suffix)) return std::nullopt;
-  host.remove_suffix(suffix.size());
-  const size_t dash = host.find('-');
-  if (dash == std::string_view::npos || dash == 0 || dash > 5) return std::nullopt;
-  int port = 0;
-  for (char c : host.substr(0, dash)) {
-    if (c < '0' || c > '9') return std::nullopt;
-    port = port * 10 + (c - '0');
-  }
-  if (port < 1 || port > 65535 || host.size() == dash + 1) return std::nullopt;
-  return HostTarget{.port = port, .id = std::string(host.substr(dash + 1))};
+  return HostTargetOf(request.Header("host"), options_.domain);
 }
 
 void E2bApi::RelayToPort(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
@@ -189,7 +108,7 @@ void E2bApi::RelayToPort(HttpRequest& request, std::shared_ptr<Exchange>& exchan
         return SendError(*exchange, 504, "port " + std::to_string(port) + " did not answer in time");
       }
     }
-    auto response = ParseAnswer(answer);
+    auto response = ParseRelayedAnswer(answer);
     if (!response) {
       return SendError(*exchange, 502, "port " + std::to_string(port) + " did not answer with HTTP");
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <iterator>
 #include <map>
 
@@ -358,6 +359,93 @@ std::expected<std::map<std::string, std::string>, std::string> FileMetadataOf(
   if (metadata.size() > kMaxMetadataKeys)
     return std::unexpected("a file holds at most " + std::to_string(kMaxMetadataKeys) + " metadata keys");
   return metadata;
+}
+
+std::optional<HostTarget> HostTargetOf(std::string_view host, std::string_view domain) {
+  if (domain.empty()) return std::nullopt;
+  if (const size_t colon = host.rfind(':'); colon != std::string_view::npos) host = host.substr(0, colon);
+  if (host.size() <= domain.size() + 1 || !host.ends_with(domain) ||
+      host[host.size() - domain.size() - 1] != '.')
+    return std::nullopt;
+  host.remove_suffix(domain.size() + 1);
+  const size_t dash = host.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > 5) return std::nullopt;
+  int port = 0;
+  for (char c : host.substr(0, dash)) {
+    if (c < '0' || c > '9') return std::nullopt;
+    port = port * 10 + (c - '0');
+  }
+  if (port < 1 || port > 65535 || host.size() == dash + 1) return std::nullopt;
+  return HostTarget{.port = port, .id = std::string(host.substr(dash + 1))};
+}
+
+bool IsHopHeader(std::string_view name) {
+  for (std::string_view h : {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te",
+                             "trailer", "upgrade", "proxy-authorization", "content-length", "x-access-token",
+                             "e2b-traffic-access-token", "e2b-sandbox-id", "e2b-sandbox-port"}) {
+    if (name == h) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// A chunked body undone, or nullopt when it is not one.
+std::optional<std::string> Unchunked(const std::string& in) {
+  std::string body;
+  for (size_t at = 0;;) {
+    const size_t eol = in.find("\r\n", at);
+    if (eol == std::string::npos || eol == at) return std::nullopt;
+    size_t size = 0;
+    const auto [end, ec] = std::from_chars(in.data() + at, in.data() + eol, size, 16);
+    // A chunk extension (";name=value") may follow the size.
+    if (ec != std::errc() || (end != in.data() + eol && *end != ';')) return std::nullopt;
+    if (size == 0) return body;
+    if (size > in.size() || eol + 2 + size + 2 > in.size()) return std::nullopt;
+    body.append(in, eol + 2, size);
+    at = eol + 2 + size + 2;
+  }
+}
+
+}  // namespace
+
+std::optional<HttpResponse> ParseRelayedAnswer(const std::string& raw) {
+  const size_t end = raw.find("\r\n\r\n");
+  if (end == std::string::npos || !raw.starts_with("HTTP/1.")) return std::nullopt;
+  const size_t line_end = raw.find("\r\n");
+  const size_t space = raw.find(' ');
+  if (space == std::string::npos || space > line_end || line_end - space < 4) return std::nullopt;
+  int status = 0;
+  const auto [status_end, ec] = std::from_chars(raw.data() + space + 1, raw.data() + space + 4, status);
+  if (ec != std::errc() || status_end != raw.data() + space + 4 || status < 100 || status > 599)
+    return std::nullopt;
+  HttpResponse response{.status = status, .content_type = ""};
+  bool chunked = false;
+  for (size_t at = line_end + 2; at < end;) {
+    const size_t next = raw.find("\r\n", at);
+    std::string line = raw.substr(at, next - at);
+    at = next + 2;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    if (name == "content-type") {
+      response.content_type = value;
+    } else if (name == "transfer-encoding") {
+      chunked = value.find("chunked") != std::string::npos;
+    } else if (!IsHopHeader(name) && name != "date" && name != "server") {
+      response.headers.emplace_back(name, value);
+    }
+  }
+  response.body = raw.substr(end + 4);
+  if (chunked) {
+    auto body = Unchunked(response.body);
+    if (!body) return std::nullopt;
+    response.body = std::move(*body);
+  }
+  return response;
 }
 
 }  // namespace execbox::api::e2b

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/http/http_types.h"
 #include "engine/result.h"
 #include "jail/policy.h"
 
@@ -89,6 +90,22 @@ std::string SandboxPath(std::string_view path);
 // A path the SDK sent as an absolute path inside the sandbox, without a trailing slash: a
 // relative one is relative to the home, as envd makes it; the home by its one name.
 std::string AbsoluteInSandbox(std::string_view path);
+// A sandbox's port as a Host header names it (E2B's getHost): "<port>-<sandbox id>.<domain>",
+// perhaps with ":<port of this server>"; nullopt for any other host, a port not 1-65535, or
+// no id.
+struct HostTarget {
+  int port = 0;
+  std::string id;
+};
+std::optional<HostTarget> HostTargetOf(std::string_view host, std::string_view domain);
+// A header that belongs to one hop (RFC 9110 7.6.1), or to this server (the sandbox's token
+// and routing headers): never passed on by the port relay, either way. `name` lower-cased.
+bool IsHopHeader(std::string_view name);
+// What a server in the sandbox answered an HTTP/1.0 request with, read to the connection's end,
+// as this server sends it on (its status, content type and end-to-end headers; a chunked body
+// undone, for a server that sends one anyway); nullopt when it is not an HTTP answer.
+std::optional<HttpResponse> ParseRelayedAnswer(const std::string& raw);
+
 // A file's metadata as an upload's X-Metadata-<key> headers give it (keys lower-cased, as HTTP
 // header names are), or why it is refused: keys of HTTP token characters, values of printable
 // US-ASCII (as the SDK checks them), at most kMaxMetadataKeys, each key 128 and value 1024
