@@ -279,6 +279,8 @@ class StreamTest(SharedCase):
                 "import matplotlib.pyplot as plt\n"
                 "plt.plot([1, 2, 3])\n"
                 "plt.show()\n"
+                "time.sleep(1)\n"
+                "print('four', flush=True)\n"
                 "21 * 2\n")
         conn, resp = self.open_stream(code)
         try:
@@ -292,10 +294,12 @@ class StreamTest(SharedCase):
         names = [e[0] for e in events]
         # Consecutive chunks of one stream collapse into one run.
         runs = [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
-        self.assertEqual(runs, ["stdout", "stderr", "stdout", "display", "result"], names)
+        # The figure as it is shown, between what was printed before and after it.
+        self.assertEqual(runs, ["stdout", "stderr", "stdout", "display", "stdout", "result"], names)
+        self.assertGreater(arrivals[-1] - arrivals[names.index("display")], 0.5, "the figure came at the end")
         out = "".join(d["text"] for n, d in events if n == "stdout")
         err = "".join(d["text"] for n, d in events if n == "stderr")
-        self.assertEqual(out, "one\nthree\n")
+        self.assertEqual(out, "one\nthree\nfour\n")
         self.assertEqual(err, "two\n")
         for n, d in events:
             if n in ("stdout", "stderr"):
@@ -306,7 +310,7 @@ class StreamTest(SharedCase):
         result = events[-1][1]
         self.assertValid("Result", result)
         self.assertEqual(result["status"], "ok", result)
-        self.assertEqual(result["stdout"], "one\nthree\n")
+        self.assertEqual(result["stdout"], "one\nthree\nfour\n")
         self.assertEqual(result["stderr"], "two\n")
         self.assertEqual(result["result"]["data"]["text/plain"], "42")
         self.assertEqual(len(result["display"]), 1)

@@ -1,6 +1,7 @@
 // POST /v1/execute, /v1/sessions/{id}/execute and /v1/check: the gate's admission on the I/O
 // thread, the execution on its own, and the answer as one JSON Result or as an SSE stream
 // (stdout, stderr, display, result; "error" for a refusal after the stream started).
+#include <atomic>
 #include <chrono>
 
 #include "api/common/json_text.h"
@@ -41,6 +42,12 @@ class HttpExecution final : public StreamedAnswer {
     std::string text = WholeUtf8(carry_[i], data);
     if (!text.empty()) stream_.Send(Event(i == 0 ? "stdout" : "stderr", {{"text", text}}));
   }
+  // Each figure or display() as the code produces it, after what was printed before it.
+  bool WantsDisplay() const override { return sse_; }
+  void Display(const engine::MimeBundle& bundle) override {
+    stream_.Send(Event("display", bundle));
+    ++displayed_;
+  }
   bool Tick(std::chrono::steady_clock::time_point now) override {
     if (exchange_->ClientGone()) return false;
     if (sse_) stream_.Tick(now);
@@ -58,9 +65,9 @@ class HttpExecution final : public StreamedAnswer {
     for (int i = 0; i < 2; ++i) {
       if (!carry_[i].empty()) stream_.Send(Event(i == 0 ? "stdout" : "stderr", {{"text", carry_[i]}}));
     }
-    // Figures and display() outputs arrive with the agent's report, when the cell ends.
-    for (const auto& item : json.value("display", nlohmann::json::array()))
-      stream_.Send(Event("display", item));
+    // What was not sent as it came (the Result's display items begin with those that were).
+    const nlohmann::json display = json.value("display", nlohmann::json::array());
+    for (size_t i = displayed_.load(); i < display.size(); ++i) stream_.Send(Event("display", display[i]));
     stream_.Send(Event("result", json));
     stream_.End();
   }
@@ -70,7 +77,8 @@ class HttpExecution final : public StreamedAnswer {
   const std::shared_ptr<Exchange> exchange_;
   const bool sse_;
   ResponseStream stream_;
-  std::string carry_[2];  // the output thread's only
+  std::string carry_[2];              // the output thread's only
+  std::atomic<size_t> displayed_{0};  // display items sent as they came
 };
 
 }  // namespace

@@ -9,7 +9,8 @@ namespace {
 constexpr std::string_view kStreaming =
     "With `Accept: text/event-stream` the reply is a Server-Sent Events stream instead of one JSON\nobject: "
     "`event: stdout` and `event: stderr` carry output as the code writes it\n(`data: {\"text\": \"...\"}`, "
-    "see `StreamChunk`); comment lines (`: heartbeat`) keep idle\nconnections open; the stream ends with one "
+    "see `StreamChunk`); `event: display` carries each figure or `display()` output (a\n`MimeBundle`) as the "
+    "code shows it; comment lines (`: heartbeat`) keep idle\nconnections open; the stream ends with one "
     "`event: result` whose data is the `Result`, or with\none `event: error` whose data is a `Problem` when "
     "the execution could not be run. Errors found\nbefore the stream starts (bad body, authentication, "
     "admission) are ordinary\n`application/problem+json` responses.";
