@@ -57,7 +57,7 @@ await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check("the session and process tools", JSON.stringify(names) ===
-    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", ...processTools].sort()), JSON.stringify(names));
+    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", "pause_session", "resume_session", ...processTools].sort()), JSON.stringify(names));
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
@@ -124,6 +124,18 @@ await step("session", async () => {
   const inOriginal = await client.callTool({ name: "execute_python", arguments: { code: "x", session_id: id } }, undefined, long);
   check("session: the original's x is its own", inOriginal.structuredContent?.result?.data?.["text/plain"] === "41", textOf(inOriginal));
   await client.callTool({ name: "close_session", arguments: { session_id: copy } }, undefined, long);
+  // pause_session keeps the state and ends the process; the next execution restores it.
+  const paused = await client.callTool({ name: "pause_session", arguments: { session_id: id } }, undefined, long);
+  check("session: paused", paused.isError === false && paused.structuredContent?.paused === true &&
+    paused.structuredContent?.changed === true, JSON.stringify(paused));
+  const again = await client.callTool({ name: "pause_session", arguments: { session_id: id } }, undefined, long);
+  check("session: paused already", again.structuredContent?.changed === false, JSON.stringify(again));
+  const back = await client.callTool({ name: "execute_python", arguments: { code: "x", session_id: id } }, undefined, long);
+  check("session: restored with x", back.structuredContent?.result?.data?.["text/plain"] === "41" &&
+    back.structuredContent?.session?.state === "restored", textOf(back));
+  const resumed = await client.callTool({ name: "resume_session", arguments: { session_id: id } }, undefined, long);
+  check("session: running already", resumed.isError === false && resumed.structuredContent?.paused === false &&
+    resumed.structuredContent?.changed === false, JSON.stringify(resumed));
   const closed = await client.callTool({ name: "close_session", arguments: { session_id: id } }, undefined, long);
   check("session: closed", closed.isError === false && closed.structuredContent?.session_id === id, JSON.stringify(closed));
   const gone = await client.callTool({ name: "execute_python", arguments: { code: "1", session_id: id } }, undefined, long);

@@ -310,6 +310,13 @@ json McpServer::SessionTool(const std::string& name, const json& arguments) {
       not_copied.push_back({{"name", e.name}, {"type", e.type}, {"reason", e.reason}});
     return StructuredToolResult({{"session_id", forked->info.id}, {"not_copied", not_copied}});
   }
+  if (name == "pause_session" || name == "resume_session") {
+    const bool pause = name == "pause_session";
+    auto done =
+        pause ? gate_.PauseSession(caller_, *id, origin_) : gate_.ResumeSession(caller_, *id, origin_);
+    if (!done) return RefusalToolResult(done.error());
+    return StructuredToolResult({{"session_id", *id}, {"paused", pause}, {"changed", *done}});
+  }
   auto closed = gate_.CloseSession(caller_, *id, origin_);
   {
     std::lock_guard lock(sessions_mu_);

@@ -121,7 +121,9 @@ json ExecuteOutputSchema() {
               {"properties",
                {{"id", str},
                 {"generation", count},
-                {"state", {{"type", "string"}, {"enum", {"preserved", "lost"}}}},
+                // As the Result's (openapi_schemas.cc SessionState): "restored" after a pause or a
+                // restart of the server.
+                {"state", {{"type", "string"}, {"enum", {"preserved", "lost", "restored"}}}},
                 {"reason", str},
                 {"files_kept", {{"type", "boolean"}}}}},
               {"required", {"id", "generation", "state"}}}},
@@ -152,6 +154,15 @@ json CreateSessionOutputSchema() {
   return {{"type", "object"},
           {"properties", {{"session_id", {{"type", "string"}}}, {"installed", InstalledSchema()}}},
           {"required", {"session_id"}}};
+}
+
+json PauseOutputSchema() {
+  return {{"type", "object"},
+          {"properties",
+           {{"session_id", {{"type", "string"}}},
+            {"paused", {{"type", "boolean"}}},
+            {"changed", {{"type", "boolean"}}}}},
+          {"required", {"session_id", "paused", "changed"}}};
 }
 
 json ObjectSchema(std::initializer_list<const char*> string_fields) {
@@ -303,6 +314,17 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
           "Open files, sockets, generators and threads cannot be copied: not_copied lists each by name with "
           "the reason. The copy closes with this MCP session, or with close_session.",
           SessionIdSchema(), ForkOutputSchema()),
+      Tool(
+          "pause_session", "Pause session",
+          "Pauses a session: the server keeps its variables, imports and files and ends its process, freeing "
+          "its memory (a process it started ends; what it wrote stays). Its lifetime stands still while "
+          "paused. Its next use (execute_python, or resume_session) restores it. changed is false when it "
+          "was paused already.",
+          SessionIdSchema(), PauseOutputSchema()),
+      Tool("resume_session", "Resume session",
+           "Resumes a paused session now, with the variables, imports and files it had when paused. changed "
+           "is false when it was running already.",
+           SessionIdSchema(), PauseOutputSchema()),
       Tool("close_session", "Close session", "Closes a session and frees its resources.", SessionIdSchema(),
            ObjectSchema({"session_id"})),
   });
