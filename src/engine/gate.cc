@@ -41,6 +41,8 @@ const char* TransportName(Transport transport) {
       return "mcp_stdio";
     case Transport::kE2b:
       return "e2b";
+    case Transport::kServer:
+      return "server";
     case Transport::kCli:
       break;
   }
@@ -71,7 +73,22 @@ Gate::Gate(Engine& engine, GateOptions options)
       max_running_(options_.max_running != 0
                        ? options_.max_running
                        : std::max<size_t>(2, 2 * (engine.pool() ? engine.pool()->options().workers : 1))),
-      admission_(max_running_, options_.max_queue, options_.light_caller_slots) {}
+      admission_(max_running_, options_.max_queue, options_.light_caller_slots) {
+  if (engine_.sessions() == nullptr) return;
+  engine_.sessions()->OnSwept([this](const std::string& owner, const std::string& id, Sessions::Swept what) {
+    const bool paused = what == Sessions::Swept::kPausedAtExpiry;
+    Audit(Caller{.id = owner}, Origin{.transport = Transport::kServer},
+          paused ? "session_pause" : "session_close", id, "",
+          paused                              ? "paused_at_expiry"
+          : what == Sessions::Swept::kExpired ? "expired"
+                                              : "idle",
+          nullptr);
+  });
+}
+
+Gate::~Gate() {
+  if (engine_.sessions() != nullptr) engine_.sessions()->OnSwept(nullptr);
+}
 
 Refusal Gate::Internal(const std::string& what, const std::string& detail) const {
   auto id = RandomHex(6);

@@ -30,8 +30,9 @@
 
 namespace execbox::engine {
 
-enum class Transport { kHttp, kMcpHttp, kMcpStdio, kCli, kE2b };
-// "http", "mcp_http", "mcp_stdio", "cli", "e2b": the audit log's and the metrics' label.
+// kServer: the server itself, no caller asking (a session closed or paused by its expiry).
+enum class Transport { kHttp, kMcpHttp, kMcpStdio, kCli, kE2b, kServer };
+// "http", "mcp_http", "mcp_stdio", "cli", "e2b", "server": the audit log's and the metrics' label.
 const char* TransportName(Transport transport);
 
 // Where a request came from.
@@ -121,7 +122,10 @@ struct GateStats {
 
 class Gate {
  public:
+  // The sessions' sweep (closes at idle or expiry, pauses at expiry) is audited as the server's
+  // (transport "server", the session's owner as the key) from construction to destruction.
   Gate(Engine& engine, GateOptions options);
+  ~Gate();
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
 

@@ -485,8 +485,11 @@ size_t Sessions::size() {
 
 size_t Sessions::SweepIdle() {
   auto now = std::chrono::system_clock::now();
-  std::vector<std::string> idle;
-  std::vector<std::pair<std::string, std::string>> expired_to_pause;  // id, owner
+  struct Over {
+    std::string id, owner;
+    Swept what;
+  };
+  std::vector<Over> over;
   {
     std::lock_guard lock(mu_);
     for (auto& [id, s] : sessions_) {
@@ -494,21 +497,37 @@ size_t Sessions::SweepIdle() {
       if (!run.owns_lock()) continue;
       if (s->paused) continue;  // kept until it is resumed or deleted
       const int64_t expires_ns = s->expires_ns.load();
-      const bool over = expires_ns != 0 ? now.time_since_epoch() >= std::chrono::nanoseconds(expires_ns)
-                                        : now - s->last_used > options_.idle_ttl;
-      if (over && expires_ns != 0 && s->pause_at_expiry)
-        expired_to_pause.emplace_back(id, s->owner);
-      else if (over)
-        idle.push_back(id);
+      if (expires_ns == 0) {
+        if (now - s->last_used > options_.idle_ttl) over.push_back({id, s->owner, Swept::kIdle});
+      } else if (now.time_since_epoch() >= std::chrono::nanoseconds(expires_ns)) {
+        over.push_back({id, s->owner, s->pause_at_expiry ? Swept::kPausedAtExpiry : Swept::kExpired});
+      }
     }
   }
   size_t closed = 0;
-  for (const auto& id : idle) closed += Close(id).has_value() ? 1 : 0;
-  // A session that cannot be paused (its process had ended, its state does not fit) ends.
-  for (const auto& [id, owner] : expired_to_pause) {
-    if (!Pause(owner, id)) closed += Close(id).has_value() ? 1 : 0;
+  for (auto& o : over) {
+    // A session that cannot be paused (its process had ended, its state does not fit) ends.
+    if (o.what == Swept::kPausedAtExpiry && Pause(o.owner, o.id)) {
+      Tell(o.owner, o.id, o.what);
+      continue;
+    }
+    if (o.what == Swept::kPausedAtExpiry) o.what = Swept::kExpired;
+    if (Close(o.id).has_value()) {
+      ++closed;
+      Tell(o.owner, o.id, o.what);
+    }
   }
   return closed;
+}
+
+void Sessions::OnSwept(SweepListener listener) {
+  std::lock_guard lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void Sessions::Tell(const std::string& owner, const std::string& id, Swept what) {
+  std::lock_guard lock(listener_mu_);
+  if (listener_) listener_(owner, id, what);
 }
 
 }  // namespace execbox::engine

@@ -246,9 +246,16 @@ class Sessions {
   std::map<std::string, KeyUse> Use();
   // Closes sessions idle past the TTL now (the background sweep calls it too).
   size_t SweepIdle();
+  // What the sweep did to a session on its own (no caller asked): the gate audits it.
+  enum class Swept { kIdle, kExpired, kPausedAtExpiry };
+  using SweepListener = std::function<void(const std::string& owner, const std::string& id, Swept what)>;
+  // Told of each sweep's closes and pauses from now on (null: no one). Once this returns, the
+  // listener before it is not called again.
+  void OnSwept(SweepListener listener);
 
  private:
   struct Session;
+  void Tell(const std::string& owner, const std::string& id, Swept what);
   // The session, if `owner` owns it.
   std::shared_ptr<Session> Find(const std::string& owner, const std::string& id);
   // A file call's start: the session found, held by its run lock, touched, restored if it was
@@ -303,6 +310,8 @@ class Sessions {
   std::map<std::string, std::shared_ptr<Session>> sessions_;
   bool stopping_ = false;
   std::condition_variable wake_;
+  std::mutex listener_mu_;  // held while the listener is called, and while it is replaced
+  SweepListener listener_;
   std::thread sweeper_;
 };
 

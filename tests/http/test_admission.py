@@ -129,6 +129,26 @@ class AdmissionTest(ApiTestCase):
         with open(self.audit_log) as f:
             self.assertNotIn(KEY_A, f.read())
 
+    def test_the_sweeps_closes_and_pauses_at_expiry_are_audited_as_the_servers(self):
+        made = {}
+        for auto_pause in (False, True):
+            r = self.server.request("POST", "/sandboxes", {"templateID": "base", "timeout": 1, "autoPause": auto_pause})
+            self.assertEqual(r.status, 201, repr(r))
+            made[auto_pause] = r.json()["sandboxID"]
+
+        def swept():
+            lines = [l for l in read_audit(self.audit_log) if l["transport"] == "server"]
+            found = {l["session_id"]: l for l in lines if l["session_id"] in made.values()}
+            return found if len(found) == 2 else None
+
+        found = wait_until(swept, 30)  # the sweep runs every 5 s
+        self.assertTrue(found, read_audit(self.audit_log)[-5:])
+        closed, paused = found[made[False]], found[made[True]]
+        self.assertEqual((closed["route"], closed["status"], closed["key_id"]), ("session_close", "expired", "env-1"))
+        self.assertEqual((paused["route"], paused["status"], paused["key_id"]),
+                         ("session_pause", "paused_at_expiry", "env-1"))
+        self.assertEqual(self.server.request("DELETE", f"/sandboxes/{made[True]}").status, 204)
+
     def test_a_bash_contexts_kernel_and_its_code_are_audited(self):
         r = self.server.request("POST", "/sandboxes", {"templateID": "base"})
         self.assertEqual(r.status, 201, repr(r))
