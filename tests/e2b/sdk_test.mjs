@@ -250,6 +250,9 @@ await check('a bash context: a shell that keeps its state, its streams apart, ex
   assert((await sbx.files.read('from-bash.txt')) === 'from-bash\n', 'a file bash wrote')
   const listed = await sbx.commands.list()
   assert(!listed.some((p) => /bash --noprofile/.test(p.cmd)), JSON.stringify(listed))
+  // Output past what a Python execution may write ends the shell, as a limit does.
+  const flood = await sbx.runCode('n=1; yes 0123456789012345678901234567890123456789 | head -c 100000000', { context: ctx })
+  assert(flood.error && flood.error.name === 'OutputLimitError', JSON.stringify(flood.error))
   await sbx.restartCodeContext(ctx)
   const restarted = await sbx.runCode('echo "${n:-restarted}"', { context: ctx })
   assert(restarted.logs.stdout.join('') === 'restarted\n', JSON.stringify(restarted.logs))

@@ -104,7 +104,11 @@ engine::Refused<engine::Result> E2bApi::RunInKernel(const Sandbox& sandbox, cons
   KernelOutput output(*word);
   uint64_t from = kernel.from;
   const auto until = std::chrono::steady_clock::now() + limits->wall_time;
+  // As a Python execution's output is stopped: past the factor times what a Result keeps.
+  const uint64_t most_output = limits->output_bytes * limits->output_kill_factor;
+  uint64_t forwarded = 0;
   auto forward = [&](int stream, const std::string& text) {
+    forwarded += text.size();
     if (!text.empty()) answer.Output(stream == 0 ? jail::Stream::kStdout : jail::Stream::kStderr, text);
   };
   for (;;) {
@@ -128,6 +132,13 @@ engine::Refused<engine::Result> E2bApi::RunInKernel(const Sandbox& sandbox, cons
                               : "ended with its sandbox";
       return Failed("KernelEnded", "the " + std::string(language) + " context's process " + how +
                                        "; its state is gone, and the next execution starts it again");
+    }
+    if (forwarded > most_output) {
+      (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
+      kernel.pid = 0;
+      return Failed("OutputLimitError", "the execution wrote more than " + std::to_string(most_output >> 20) +
+                                            " MiB; the " + language +
+                                            " context was restarted, its state is gone");
     }
     if (std::chrono::steady_clock::now() >= until || gate_.closed()) {
       (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
