@@ -320,6 +320,24 @@ class StreamTest(SharedCase):
         last = arrivals[-1]
         self.assertGreater(last - first, 0.8, "the output was not streamed as it was written")
 
+    def test_a_client_far_behind_loses_output_events_but_never_the_result(self):
+        # 24 MiB printed while the client reads nothing: what cannot be queued of the live output
+        # is dropped, the result event (with the capped output) still comes.
+        code = "import sys\nfor _ in range(24 * 16):\n    sys.stdout.write('x' * 65535 + '\\n')\n'end'"
+        conn, resp = self.open_stream(code)
+        try:
+            self.assertEqual(resp.status, 200)
+            time.sleep(4)
+            events = read_sse(resp)
+        finally:
+            conn.close()
+        self.assertEqual(events[-1][0], "result", [e[0] for e in events[-3:]])
+        result = events[-1][1]
+        self.assertEqual(result["status"], "ok", result["error"])
+        self.assertEqual(result["result"]["data"]["text/plain"], "'end'")
+        live = sum(len(d["text"]) for n, d in events if n == "stdout")
+        self.assertLess(live, 24 << 20, "nothing was dropped: the client was not behind")
+
     def test_session_stream(self):
         r = self.server.request("POST", "/v1/sessions", {})
         self.assertEqual(r.status, 201, repr(r))

@@ -87,9 +87,9 @@ class ExecuteAnswer final : public StreamedAnswer {
 
   // An error the SDK shows, ending the stream.
   void EndWithError(const std::string& name, const std::string& value) {
-    stream_.Send(
+    stream_.SendWhole(
         Line({{"type", "error"}, {"name", name}, {"value", value}, {"traceback", name + ": " + value}}));
-    stream_.Send(Line({{"type", "end_of_execution"}}));
+    stream_.SendWhole(Line({{"type", "end_of_execution"}}));
     stream_.End();
   }
 
@@ -102,7 +102,7 @@ class ExecuteAnswer final : public StreamedAnswer {
   bool WantsDisplay() const override { return true; }
   void Display(const engine::MimeBundle& bundle) override {
     lines_.SendAll();
-    stream_.Send(Line(ResultMessage(bundle, false)));
+    stream_.SendWhole(Line(ResultMessage(bundle, false)));
     ++displayed_;
   }
   bool Tick(std::chrono::steady_clock::time_point now) override {
@@ -148,11 +148,11 @@ void ExecuteAnswer::Finish(engine::Refused<engine::Result> outcome) {
     if (it != sandbox_->contexts.end()) count = ++it->second.executions;
   }
   if (r.session && !r.session->preserved) {
-    stream_.Send(
+    stream_.SendWhole(
         Line(StreamMessage(true, "execbox: this sandbox's Python state was lost (" + r.session->lost_reason +
                                      "); every context starts empty, files in the work dir remain\n")));
   }
-  for (const auto& line : EndOfExecution(r, count, displayed_.load())) stream_.Send(Line(line));
+  for (const auto& line : EndOfExecution(r, count, displayed_.load())) stream_.SendWhole(Line(line));
   stream_.End();
 }
 

@@ -121,6 +121,14 @@ engine::Refused<engine::Result> E2bApi::RunInKernel(const Sandbox& sandbox, cons
       forward(stream, output.Add(stream, chunk.data, chunk.offset));
     }
     from = got->read.next_offset;
+    forwarded += got->read.dropped;  // written, though not held for us (the session's output cap)
+    if (forwarded > most_output) {
+      (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
+      kernel.pid = 0;
+      return Failed("OutputLimitError", "the execution wrote more than " + std::to_string(most_output >> 20) +
+                                            " MiB; the " + language +
+                                            " context was restarted, its state is gone");
+    }
     if (output.done()) break;
     if (!got->info.running && from >= got->info.output_bytes) {
       forward(0, output.Rest(0));
@@ -132,13 +140,6 @@ engine::Refused<engine::Result> E2bApi::RunInKernel(const Sandbox& sandbox, cons
                               : "ended with its sandbox";
       return Failed("KernelEnded", "the " + std::string(language) + " context's process " + how +
                                        "; its state is gone, and the next execution starts it again");
-    }
-    if (forwarded > most_output) {
-      (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
-      kernel.pid = 0;
-      return Failed("OutputLimitError", "the execution wrote more than " + std::to_string(most_output >> 20) +
-                                            " MiB; the " + language +
-                                            " context was restarted, its state is gone");
     }
     if (std::chrono::steady_clock::now() >= until || gate_.closed()) {
       (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);

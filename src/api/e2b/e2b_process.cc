@@ -71,11 +71,16 @@ class ProcessEvents final : public Call {
     stream_.Tick(now);
     return true;
   }
-  void Send(json event) { stream_.Send(Envelope(0, Serialize({{"event", std::move(event)}}))); }
+  // Output may be dropped for a client far behind (Exchange::Write); a start or an end never is.
+  void Send(json event) {
+    const bool output = event.contains("data");
+    std::string envelope = Envelope(0, Serialize({{"event", std::move(event)}}));
+    output ? stream_.Send(envelope) : stream_.SendWhole(envelope);
+  }
   void Fail(RpcError error) { error_ = std::move(error); }
   // After the last tick (Calls::Spawn's answer), once.
   void End() {
-    stream_.Send(Envelope(kEndStream, error_ ? Serialize({{"error", RpcErrorJson(*error_)}}) : "{}"));
+    stream_.SendWhole(Envelope(kEndStream, error_ ? Serialize({{"error", RpcErrorJson(*error_)}}) : "{}"));
     stream_.End();
   }
 

@@ -132,7 +132,7 @@ class WatchAnswer final : public Call {
   // keepalive), unlike process.Process's answers, whose `event` is a message.
   void Event(const nlohmann::json& event) { stream_.Send(Envelope(0, Serialize(event))); }
   void End(const std::optional<RpcError>& error) {
-    stream_.Send(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
+    stream_.SendWhole(Envelope(kEndStream, error ? Serialize({{"error", RpcErrorJson(*error)}}) : "{}"));
   }
   ResponseStream& stream() { return stream_; }
 

@@ -45,7 +45,7 @@ class HttpExecution final : public StreamedAnswer {
   // Each figure or display() as the code produces it, after what was printed before it.
   bool WantsDisplay() const override { return sse_; }
   void Display(const engine::MimeBundle& bundle) override {
-    stream_.Send(Event("display", bundle));
+    stream_.SendWhole(Event("display", bundle));
     ++displayed_;
   }
   bool Tick(std::chrono::steady_clock::time_point now) override {
@@ -57,7 +57,7 @@ class HttpExecution final : public StreamedAnswer {
     if (!outcome) {
       Problem problem = ProblemOf(outcome.error());
       if (!stream_.started()) return exchange_->Respond(ProblemResponse(problem));
-      stream_.Send(Event("error", nlohmann::json::parse(ProblemResponse(problem).body)));
+      stream_.SendWhole(Event("error", nlohmann::json::parse(ProblemResponse(problem).body)));
       return stream_.End();
     }
     nlohmann::json json = engine::ToJson(*outcome);
@@ -67,8 +67,9 @@ class HttpExecution final : public StreamedAnswer {
     }
     // What was not sent as it came (the Result's display items begin with those that were).
     const nlohmann::json display = json.value("display", nlohmann::json::array());
-    for (size_t i = displayed_.load(); i < display.size(); ++i) stream_.Send(Event("display", display[i]));
-    stream_.Send(Event("result", json));
+    for (size_t i = displayed_.load(); i < display.size(); ++i)
+      stream_.SendWhole(Event("display", display[i]));
+    stream_.SendWhole(Event("result", json));
     stream_.End();
   }
 

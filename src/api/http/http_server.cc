@@ -31,7 +31,8 @@ using local = asio::local::stream_protocol;
 using boost::system::error_code;
 
 // Past this much unsent stream data (a client reading slower than the code prints), further
-// stream chunks are dropped: the final event carries the whole capped output anyway.
+// droppable stream chunks (live output) are dropped: the final event carries the whole capped
+// output anyway, and is never dropped.
 constexpr size_t kMaxQueuedStreamBytes = 4 << 20;
 // How long, and how much, a closing connection reads and drops (see Connection::Linger).
 constexpr std::chrono::seconds kLinger{2};
@@ -48,7 +49,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   virtual void Respond(HttpResponse response) = 0;
   virtual void StartStream(int status, std::string content_type,
                            std::vector<std::pair<std::string, std::string>> headers) = 0;
-  virtual void WriteChunk(std::string data) = 0;
+  virtual void WriteChunk(std::string data, bool droppable) = 0;
   virtual void EndStream() = 0;
   virtual void AbortStream() = 0;
   virtual std::shared_ptr<std::atomic<bool>> gone() const = 0;
@@ -182,9 +183,9 @@ class StreamConnection final : public Connection {
     Queue(SerializeHead(status, content_type, headers, keep) + "\r\n", false);
   }
 
-  void WriteChunk(std::string data) override {
+  void WriteChunk(std::string data, bool droppable) override {
     if (!streaming_ || stream_ended_ || closed_ || data.empty()) return;
-    if (queued_bytes_ > kMaxQueuedStreamBytes) return;
+    if (droppable && queued_bytes_ > kMaxQueuedStreamBytes) return;
     Queue(Chunk(data), false);
   }
 
@@ -489,9 +490,11 @@ class ConnectionExchange : public Exchange {
     Post([status, content_type = std::move(content_type), headers = std::move(headers)](
              Connection& c) mutable { c.StartStream(status, std::move(content_type), std::move(headers)); });
   }
-  bool Write(std::string chunk) override {
+  bool Write(std::string chunk, bool droppable) override {
     if (gone_->load()) return false;
-    Post([chunk = std::move(chunk)](Connection& c) mutable { c.WriteChunk(std::move(chunk)); });
+    Post([chunk = std::move(chunk), droppable](Connection& c) mutable {
+      c.WriteChunk(std::move(chunk), droppable);
+    });
     return true;
   }
   void EndStream() override {

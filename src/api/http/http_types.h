@@ -56,10 +56,12 @@ class Exchange {
   virtual ~Exchange() = default;
   virtual void Respond(HttpResponse response) = 0;
   // Starts a chunked response (status and headers sent now); Write sends one chunk. Write
-  // returns false once the client is gone (the rest is dropped).
+  // returns false once the client is gone (the rest is dropped). A `droppable` chunk (live
+  // output, a keep-alive) is dropped while a client reading slower than it is written has
+  // more than a few MiB unsent; any other (a result, an end) is always sent.
   virtual void StartStream(int status, std::string content_type,
                            std::vector<std::pair<std::string, std::string>> headers) = 0;
-  virtual bool Write(std::string chunk) = 0;
+  virtual bool Write(std::string chunk, bool droppable) = 0;
   virtual void EndStream() = 0;
   // Ends a started stream without its end: the connection closes after what was written, so
   // the client sees its answer cut off (E2B's SDK reads that as the sandbox's end).

@@ -18,7 +18,14 @@ void ResponseStream::Start() {
 void ResponseStream::Send(const std::string& data) {
   std::lock_guard lock(mu_);
   StartLocked();
-  exchange_->Write(data);
+  exchange_->Write(data, true);
+  last_write_ = std::chrono::steady_clock::now();
+}
+
+void ResponseStream::SendWhole(const std::string& data) {
+  std::lock_guard lock(mu_);
+  StartLocked();
+  exchange_->Write(data, false);
   last_write_ = std::chrono::steady_clock::now();
 }
 
@@ -32,7 +39,7 @@ void ResponseStream::Tick(std::chrono::steady_clock::time_point now) {
   if (!started_ && !keep_alive_.before_start) return;
   if (now - last_write_ <= keep_alive_.silence) return;
   StartLocked();
-  exchange_->Write(keep_alive_.bytes);
+  exchange_->Write(keep_alive_.bytes, true);
   last_write_ = std::chrono::steady_clock::now();
 }
 

@@ -27,8 +27,11 @@ class ResponseStream {
 
   // Starts the stream if it has not started (once the execution has its slot).
   void Start();
-  // One chunk, starting the stream if need be.
+  // One chunk of live output, starting the stream if need be: dropped while a slow client has
+  // too much unsent (Exchange::Write).
   void Send(const std::string& data);
+  // One chunk that is never dropped (a result, an end, an error).
+  void SendWhole(const std::string& data);
   bool started();
   // The keep-alive, if it is due (the ticker calls this).
   void Tick(std::chrono::steady_clock::time_point now);

@@ -88,7 +88,7 @@ struct Session {
     }
     if (pending->ended) return;
     if (!line.empty()) {
-      if (!pending->exchange->Write(SseEvent(line))) pending->write_failed = true;
+      if (!pending->exchange->Write(SseEvent(line), false)) pending->write_failed = true;
       pending->last_write = Clock::now();
     }
     if (last) {
@@ -111,7 +111,7 @@ struct Session {
     if (pending->write_failed || pending->exchange->ClientGone()) return false;
     std::lock_guard lock(pending->mu);
     if (pending->streaming && !pending->ended && now - pending->last_write >= kKeepAlive) {
-      if (!pending->exchange->Write(": keep-alive\n\n")) pending->write_failed = true;
+      if (!pending->exchange->Write(": keep-alive\n\n", true)) pending->write_failed = true;
       pending->last_write = now;
     }
     return true;
@@ -480,7 +480,7 @@ void McpHttp::State::Answer(const std::shared_ptr<Session>& session, const json&
   exchange->StartStream(200, "text/event-stream", std::move(headers));
   pending->streaming = true;
   for (const auto& line : pending->buffered) {
-    if (!exchange->Write(SseEvent(line))) pending->write_failed = true;
+    if (!exchange->Write(SseEvent(line), false)) pending->write_failed = true;
   }
   pending->buffered.clear();
   pending->last_write = Clock::now();
