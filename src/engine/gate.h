@@ -26,6 +26,7 @@
 #include "engine/engine.h"
 #include "engine/limit_schema.h"
 #include "engine/packages.h"
+#include "engine/process_code.h"
 #include "engine/refusal.h"
 
 namespace execbox::engine {
@@ -228,11 +229,14 @@ class Gate {
   Refused<ProcessInfo> GetProcess(const Caller& caller, const std::string& id, int32_t pid);
   Refused<void> WriteProcessInput(const Caller& caller, const std::string& id, int32_t pid,
                                   std::string_view data);
-  // Code for a process that runs what its stdin gives it (E2B's bash and javascript contexts):
-  // `input` written as WriteProcessInput writes it, audited with `code` as an execution's code
-  // is (route "process_code").
-  Refused<void> GiveProcessCode(const Caller& caller, const std::string& id, int32_t pid,
-                                std::string_view input, const std::string& code, const Origin& origin);
+  // Code for a process that runs what its stdin gives it (E2B's bash and javascript contexts),
+  // run as an execution is (process_code.h): admitted (a running slot, the caller's rate and
+  // concurrency, refused while shutting down), `code.input` written to its stdin, its output
+  // given to `code.on_output` until that says the execution is complete; the process killed
+  // past the session's wall time or output limit, or at shutdown; audited with the code and how
+  // it ended (route "process_code") and counted.
+  Refused<ProcessCodeRun> RunProcessCode(const Caller& caller, const std::string& id, const ProcessCode& code,
+                                         const Origin& origin);
   Refused<void> CloseProcessInput(const Caller& caller, const std::string& id, int32_t pid);
   Refused<void> SignalProcess(const Caller& caller, const std::string& id, int32_t pid, int signal,
                               const Origin& origin);

@@ -1,5 +1,5 @@
 // The gate's calls for a session's processes (gate.h): the owner's session found, the table's
-// answer, its failures as refusals, starts, signals and code given audited.
+// answer, its failures as refusals, starts and signals audited.
 #include <cstring>
 
 #include "engine/gate.h"
@@ -91,17 +91,6 @@ Refused<void> Gate::WriteProcessInput(const Caller& caller, const std::string& i
   if (!table) return std::unexpected(std::move(table.error()));
   if (auto written = (*table)->Write(pid, data); !written)
     return std::unexpected(FromProcess(written.error()));
-  return {};
-}
-
-Refused<void> Gate::GiveProcessCode(const Caller& caller, const std::string& id, int32_t pid,
-                                    std::string_view input, const std::string& code, const Origin& origin) {
-  const char* route = "process_code";
-  auto table = ProcessesOf(caller, id);
-  if (!table) return std::unexpected(Reject(caller, origin, route, id, code, std::move(table.error())));
-  if (auto written = (*table)->Write(pid, input); !written)
-    return std::unexpected(Reject(caller, origin, route, id, code, FromProcess(written.error())));
-  Audit(caller, origin, route, id, code, "given:" + std::to_string(pid), nullptr);
   return {};
 }
 

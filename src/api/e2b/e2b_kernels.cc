@@ -1,14 +1,15 @@
 // A bash or javascript context's kernel: a process of the sandbox's own (bash, or node running
 // kJavascriptKernel), started through the gate as the key's like any command (ownership, the
 // process cap, the audit), tagged with its context so that E2B's process list leaves it out.
-// Each execution's code is given to it through the gate (audited as code) with marks that say
-// where the execution's output ends (e2b_kernel_wire.h); its output streams to the caller as
-// the kernel writes it. The kernel keeps its state between executions, like a Jupyter kernel:
-// variables, functions, the working directory, for bash what it exported.
+// Each execution's code is run through the gate (Gate::RunProcessCode: admitted, under the
+// sandbox's wall time and output limit, audited) with marks that say where the execution's
+// output ends (e2b_kernel_wire.h); its output streams to the caller as the kernel writes it. The kernel keeps
+// its state between executions, like a Jupyter kernel: variables, functions, the working directory, for bash
+// what it exported.
 //
-// An execution past the sandbox's wall-time limit ends the kernel (its state with it): the next
-// one starts a new kernel. So does one whose kernel exited (an `exit` in the code) or was
-// killed; a pause ends every process, kernels too. A caller that goes away leaves the execution
+// An execution the gate stopped (the wall time, the output limit, a shutdown) ends the kernel,
+// its state with it: the next one starts a new kernel. So does one whose kernel exited (an `exit` in the
+// code) or was killed; a pause ends every process, kernels too. A caller that goes away leaves the execution
 // running to its end, as Jupyter does: the kernel is not in the middle of something next time.
 #include <csignal>
 
@@ -18,9 +19,6 @@
 
 namespace execbox::api::e2b {
 namespace {
-
-constexpr size_t kReadBytes = 1u << 20;
-constexpr std::chrono::milliseconds kPoll{250};
 
 engine::Result Failed(std::string name, std::string value) {
   engine::Result r;
@@ -92,66 +90,49 @@ engine::Refused<engine::Result> E2bApi::RunInKernel(const Sandbox& sandbox, cons
   const int32_t pid = kernel.pid.load();
   auto word = RandomHex(12);
   if (!word) return Failed("KernelError", "no randomness for the execution's marks");
-  auto limits = gate_.SessionLimits(call.caller, sandbox.id);
-  if (!limits) return std::unexpected(std::move(limits.error()));
-
-  answer.Started();
-  auto given =
-      gate_.GiveProcessCode(call.caller, sandbox.id, pid,
-                            KernelInput(call.language, call.code, call.env, *word), call.code, call.origin);
-  if (!given) return std::unexpected(std::move(given.error()));
 
   KernelOutput output(*word);
-  uint64_t from = kernel.from;
-  const auto until = std::chrono::steady_clock::now() + limits->wall_time;
-  // As a Python execution's output is stopped: past the factor times what a Result keeps.
-  const uint64_t most_output = limits->output_bytes * limits->output_kill_factor;
-  uint64_t forwarded = 0;
   auto forward = [&](int stream, const std::string& text) {
-    forwarded += text.size();
     if (!text.empty()) answer.Output(stream == 0 ? jail::Stream::kStdout : jail::Stream::kStderr, text);
   };
-  for (;;) {
-    auto got = (*table)->Read(pid, from, kReadBytes, std::chrono::steady_clock::now() + kPoll, nullptr,
-                              follower.get());
-    if (!got) return std::unexpected(gate_.FromProcess(got.error()));
-    for (const auto& chunk : got->read.chunks) {
-      if (chunk.stream == engine::OutputStream::kPty) continue;
-      const int stream = chunk.stream == engine::OutputStream::kStdout ? 0 : 1;
-      forward(stream, output.Add(stream, chunk.data, chunk.offset));
-    }
-    from = got->read.next_offset;
-    forwarded += got->read.dropped;  // written, though not held for us (the session's output cap)
-    if (forwarded > most_output) {
-      (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
-      kernel.pid = 0;
-      return Failed("OutputLimitError", "the execution wrote more than " + std::to_string(most_output >> 20) +
-                                            " MiB; the " + language +
-                                            " context was restarted, its state is gone");
-    }
-    if (output.done()) break;
-    if (!got->info.running && from >= got->info.output_bytes) {
+  engine::ProcessCode code{
+      .pid = pid,
+      .input = KernelInput(call.language, call.code, call.env, *word),
+      .code = call.code,
+      .from = kernel.from,
+      .follower = follower.get(),
+      .on_started = [&answer] { answer.Started(); },
+      .on_output =
+          [&](engine::OutputStream stream, std::string_view data, uint64_t offset) {
+            const int index = stream == engine::OutputStream::kStdout ? 0 : 1;
+            forward(index, output.Add(index, data, offset));
+            return output.done();
+          },
+  };
+  auto ran = gate_.RunProcessCode(call.caller, sandbox.id, code, call.origin);
+  if (!ran) return std::unexpected(std::move(ran.error()));
+  if (ran->end == engine::ProcessCodeEnd::kComplete) {
+    kernel.from = output.end_offset();
+    return ResultOf(call.language, output.end());
+  }
+  // The kernel is gone (or killed now): its state with it; the next execution starts another.
+  kernel.pid = 0;
+  const std::string gone =
+      "the " + std::string(language) + " context's state is gone, and its next execution starts it again";
+  switch (ran->end) {
+    case engine::ProcessCodeEnd::kExited:
       forward(0, output.Rest(0));
       forward(1, output.Rest(1));
-      kernel.pid = 0;
-      const std::string how =
-          got->info.exit_code ? "exited with status " + std::to_string(*got->info.exit_code)
-          : got->info.signal  ? "was killed (" + engine::SignalName(*got->info.signal) + ")"
-                              : "ended with its sandbox";
-      return Failed("KernelEnded", "the " + std::string(language) + " context's process " + how +
-                                       "; its state is gone, and the next execution starts it again");
-    }
-    if (std::chrono::steady_clock::now() >= until || gate_.closed()) {
-      (void)gate_.SignalProcess(call.caller, sandbox.id, pid, SIGKILL, call.origin);
-      kernel.pid = 0;
-      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(limits->wall_time).count();
-      return Failed("TimeoutError", "the execution ran past the sandbox's wall-time limit (" +
-                                        std::to_string(seconds) + " s); the " + language +
-                                        " context was restarted, its state is gone");
-    }
+      return Failed("KernelEnded", ran->why + "; " + gone);
+    case engine::ProcessCodeEnd::kOutputLimit:
+      return Failed("OutputLimitError", ran->why + "; " + gone);
+    case engine::ProcessCodeEnd::kTimedOut:
+      return Failed("TimeoutError", ran->why + "; " + gone);
+    case engine::ProcessCodeEnd::kShutdown:
+    case engine::ProcessCodeEnd::kComplete:
+      break;
   }
-  kernel.from = output.end_offset();
-  return ResultOf(call.language, output.end());
+  return Failed("Cancelled", ran->why);
 }
 
 void E2bApi::StopKernel(const Sandbox& sandbox, const std::string& context, int32_t pid, const ApiKey& key,
