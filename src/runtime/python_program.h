@@ -24,7 +24,8 @@ namespace execbox::runtime {
 //     path or not a directory is an error (FileNotFoundError, NotADirectoryError). The agent
 //     adds "path" (the directory, absolute) and "truncated" (true past 10,000 entries); paths
 //     are absolute, mode the permission bits, entries breadth first (sandbox_ops.py).
-//   kDropContext: forgets the namespace `context` (its next execution starts empty); the
+//   kDropContext: forgets the context `context`, the default one's globals or another's
+//     process (its next execution starts empty); the
 //     result is {"context": name, "dropped": whether it existed}.
 enum class Mode { kRun, kCheck, kCommand, kListDir, kDropContext };
 
@@ -49,8 +50,9 @@ struct PythonProgram {
   jail::FileCollection collect;
   // Give matplotlib a prebuilt font list (see font_cache.h).
   bool seed_matplotlib = true;
-  // Sessions only. A session holds several Python namespaces ("contexts", E2B's name), all in
-  // one process and one work dir; "" is the default one (the one snapshots copy).
+  // Sessions only. A session holds several Python contexts (E2B's name) sharing one work dir:
+  // "" is the default one, the kernel's (the one snapshots copy); every other is an interpreter
+  // process of its own, forked by the kernel at its first execution (execbox_agent/contexts.py).
   std::string context;
   // Environment variables set for this execution only, put back as they were after it.
   std::map<std::string, std::string> env;

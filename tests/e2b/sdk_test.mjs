@@ -294,6 +294,15 @@ await check('two contexts: separate globals, shared files', async () => {
   assert(inDefault.error && inDefault.error.name === 'NameError', JSON.stringify(inDefault.error))
   const shared = await sbx.runCode("open('shared.txt').read()")
   assert(shared.text === 'from ctx', `text ${shared.text}`)
+  // A kernel of its own: its process, environment and modules; its crash is its own.
+  const mine = await sbx.runCode("import os, json\nos.environ['ONLY_CTX'] = '1'\njson.dumps = len\nos.getpid()", { context: ctx })
+  const kernel = await sbx.runCode(`import os, json\nos.getpid() != ${mine.text}, os.environ.get('ONLY_CTX'), json.dumps([1])`)
+  assert(kernel.text === "(True, None, '[1]')", `the default context saw the other's: ${kernel.text} ${mine.text}`)
+  const crashed = await sbx.runCode("import os\nos._exit(9)", { context: ctx })
+  assert(crashed.error && crashed.error.name === 'KernelEnded' && /status 9/.test(crashed.error.value),
+    JSON.stringify(crashed.error))
+  const after = await sbx.runCode("'y' in globals()", { context: ctx })
+  assert(after.text === 'False', `a crashed context starts anew: ${after.text}`)
   const contexts = await sbx.listCodeContexts()
   assert(contexts.some((c) => c.id === ctx.id), JSON.stringify(contexts))
   await sbx.restartCodeContext(ctx)

@@ -72,6 +72,64 @@ TEST_F(SessionContext, ContextsKeepSeparateGlobalsButShareTheWorkDir) {
   EXPECT_NE(tb.find("return 1 / 0"), std::string::npos) << tb;
 }
 
+// Each context other than the default one is an interpreter process of its own (E2B's contexts
+// are separate kernels): what one does to its interpreter is not another's, and its crash is its
+// own. Its output, display items and files reach the execution as the default context's do.
+TEST_F(SessionContext, EachOtherContextIsAnInterpreterOfItsOwn) {
+  const std::string kernel = Value("import os\nos.environ['MARK'] = 'kernel'\nos.getpid()");
+  // Made at its first execution as a copy of the kernel's interpreter, with the sandbox's own
+  // environment, the work dir and empty globals.
+  const std::string a = Value("import os\nos.getpid()", "a");
+  const std::string b = Value("import os\nos.getpid()", "b");
+  EXPECT_NE(a, kernel);
+  EXPECT_NE(b, kernel);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(Value("import os\nos.getpid(), repr(os.environ.get('MARK')), os.getcwd()", "a"),
+            "(" + a + ", 'None', '/home/user')")
+      << "the same process from one execution to the next";
+  // From then on, what one does to its interpreter is no other's.
+  EXPECT_EQ(
+      Value("import json\njson.dumps = len\nos.environ['MARK'] = 'a'\nos.chdir('/tmp')\njson.dumps([1])",
+            "a"),
+      "1");
+  EXPECT_EQ(Value("import json, os\njson.dumps([1]), repr(os.environ.get('MARK')), os.getcwd()", "b"),
+            "('[1]', 'None', '/home/user')");
+  EXPECT_EQ(Value("import json\njson.dumps([1]), os.environ['MARK']"), "('[1]', 'kernel')");
+  // Output, a figure and a file, as in the default context.
+  Result fig = Do(Op(Mode::kRun,
+                     "import matplotlib.pyplot as plt\nprint('drawing')\nplt.plot([1, 2])\nplt.show()\n"
+                     "open('/home/user/from_a.txt', 'w').write('a')\n'done'",
+                     "a"));
+  ASSERT_EQ(fig.status, Status::kOk) << Describe(fig);
+  EXPECT_EQ(Out(fig), "drawing\n");
+  ASSERT_EQ(fig.display.size(), 1u) << Describe(fig);
+  EXPECT_TRUE(fig.display[0]["data"].contains("image/png")) << Describe(fig);
+  EXPECT_EQ(Value("open('/home/user/from_a.txt').read()"), "'a'");
+  // A crash ends that context's process only: the execution says so, the next one starts anew.
+  Result crash = Do(Op(Mode::kRun, "import os\nprint('bye', flush=True)\nos._exit(7)", "a"));
+  ASSERT_TRUE(crash.error.has_value()) << Describe(crash);
+  EXPECT_EQ(crash.error->ename, "KernelEnded");
+  EXPECT_NE(crash.error->evalue.find("status 7"), std::string::npos) << crash.error->evalue;
+  EXPECT_EQ(crash.exit_code, 7);
+  EXPECT_EQ(Out(crash), "bye\n");
+  ASSERT_TRUE(crash.session.has_value());
+  EXPECT_TRUE(crash.session->preserved) << Describe(crash);
+  EXPECT_EQ(Value("'json' in globals(), 'MARK' in __import__('os').environ", "a"), "(False, False)");
+  EXPECT_EQ(Value("import os\nos.getpid()", "b"), b);
+  EXPECT_EQ(Value("import os\nos.environ['MARK']"), "'kernel'");
+  // Dropping a context ends its process; the kernel's end (a timeout) ends them all.
+  EXPECT_EQ(Json(Do(Op(Mode::kDropContext, "", "b"))), nlohmann::json({{"context", "b"}, {"dropped", true}}));
+  EXPECT_NE(Value("import os\nos.getpid()", "b"), b);
+  jail::Limits limits = Program("").limits;
+  limits.wall_time = std::chrono::seconds(2);
+  auto spin = Op(Mode::kRun, "while True:\n    pass", "a");
+  spin.limits = limits;
+  Result spun = Do(spin);
+  EXPECT_EQ(spun.status, Status::kTimeout) << Describe(spun);
+  EXPECT_EQ(Value("'x' in globals()", "b"), "False");
+  EXPECT_EQ(Value("import os\n'MARK' in os.environ"), "False");
+}
+
 TEST_F(SessionContext, EnvAppliesToOneExecutionOnly) {
   auto p = Op(Mode::kRun, "import os\nos.environ['EXECBOX_T'], os.environ['HOME']");
   p.env = {{"EXECBOX_T", "set"}, {"HOME", "/elsewhere"}};

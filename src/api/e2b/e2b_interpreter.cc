@@ -1,6 +1,7 @@
 // E2B's code interpreter (port 49999): /execute streams an execution as NDJSON lines, and
 // /contexts makes, lists, restarts and removes the sandbox's contexts. A Python context is a
-// namespace of the session's interpreter; each execution there is the gate's (admitted on the
+// context of the session (the default one its kernel, any other an interpreter process the
+// kernel makes: execbox_agent/contexts.py); each execution there is the gate's (admitted on the
 // I/O thread, run on a thread of its own) like any other. A bash or javascript context is a
 // kernel process of the session's own (e2b_kernels.cc). All share the session's work dir.
 #include "api/common/json_text.h"
@@ -351,13 +352,13 @@ void E2bApi::Contexts(HttpRequest& request, std::shared_ptr<Exchange>& exchange,
       exchange->Respond(HttpResponse{.status = 204, .content_type = "", .body = ""});
     });
   }
-  // The namespace is dropped inside the session, after whatever runs there now.
+  // The context is dropped inside the session, after whatever runs there now.
   calls_.Spawn([this, exchange, sandbox, key, id, restart, peer = request.peer] {
     auto program = ProgramFor(*sandbox, runtime::Mode::kDropContext, "");
     program.context = NamespaceOf(id);
     auto dropped = RunIn(*sandbox, key, std::move(program), peer);
     if (!dropped) return SendRefusal(*exchange, dropped.error());
-    // The session's process may have ended meanwhile (a limit): its namespaces went with it.
+    // The session's kernel may have ended meanwhile (a limit): its contexts went with it.
     if (dropped->error && dropped->status != engine::Status::kOk &&
         (!dropped->session || dropped->session->preserved))
       return SendError(*exchange, 500, "the context was not reset: " + dropped->error->evalue);

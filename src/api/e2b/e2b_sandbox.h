@@ -109,7 +109,7 @@ inline constexpr size_t kMaxFilesWithMetadata = 4096;
 // (e2b_snapshots.cc). Any other template id a create names must be one of the key's snapshots.
 bool KnownTemplate(const std::string& id);
 
-// The context every sandbox has; in the session it is the default namespace ("").
+// The context every sandbox has; in the session it is the default context (""), the kernel's.
 inline constexpr const char* kDefaultContext = "default";
 inline std::string NamespaceOf(const std::string& context) {
   return context == kDefaultContext ? "" : context;

@@ -21,10 +21,12 @@
 #     request's filename unless an earlier execution of the session used that name; then its 1-based
 #     number is added ("<cell>" -> "<cell-3>", "job.py" -> "job-3.py"), and its tracebacks, warnings
 #     and events use that name.
-# A session's contexts: each request names one ("" when it names none); its Python runs in that
-# context's own __main__ module, made empty on first use, so that separate namespaces share one
-# process, its imports and its work dir. The default context "" is the one a snapshot copies and
-# a restore fills. "drop_context" forgets one (the next execution in it starts empty). A request's
+# A session's contexts: each request names one ("" when it names none). The default context ""
+# runs in this process, in its __main__ module (made empty on first use); it is the one a
+# snapshot copies and a restore fills. Any other runs in a process of its own, forked from this
+# one at the context's first execution, to which its requests are relayed (contexts.py).
+# "drop_context" forgets one: the default one's globals, another's process (the next execution
+# in it starts empty). A request's
 # "env" and "cwd" hold for that execution only; "command" runs a shell command and "listdir" lists
 # a directory (sandbox_ops.py). A one-shot child refuses these three modes, as the cold agent does.
 # EOF on the channel where a header would start: os._exit(0); a broken request: see
@@ -37,8 +39,10 @@ import sys
 
 from .cell import internal_error_event, new_main_module, register_source
 from .channel import Channel, ChannelError, channel_failure
+from .contexts import ContextProcesses, relay
 from .errors import RequestError
-from .execution import State, add_dist_packages, check_and_compile, finish, install_builtins, run
+from .execution import (State, add_dist_packages, check_and_compile, finish, install_builtins, reseed_randomness,
+                        run)
 from .figures import seed_matplotlib_cache
 from .inputs import parse_inputs, write_inputs
 from .report import INTERNAL_ERROR_EXIT, Reporter, move_fd_high
@@ -48,45 +52,10 @@ from .snapshot import PREWARM_NAME, SnapshotError
 from .snapshot import discard as discard_snapshot
 from .snapshot import restore as restore_snapshot
 from .snapshot import take as take_snapshot
-from .streams import OpenTracker, flush_std_streams, install_streams, new_stdin
+from .streams import OpenTracker, fd_above_stdio, flush_std_streams, install_streams, new_stdin, null_fds
 from .text import safe_str
 
 _PREWARM_NAME = "<execbox-prewarm>"
-
-
-def _fd_above_stdio(fd):
-    """fd itself if above 2, else a close-on-exec copy above 2 (fd is closed)."""
-    if fd > 2:
-        return fd
-    import fcntl
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
-    os.close(fd)
-    return moved
-
-
-def _null_fds():
-    """(read fd, write fd) that stand in for stdin and stdout/stderr between executions: EOF
-    and a sink. /dev/null, or where the jail has none, pipes whose other end is closed."""
-    try:
-        fd = _fd_above_stdio(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
-        return fd, fd
-    except OSError:
-        read_end, write_end = os.pipe()
-        os.close(write_end)
-        other_read, other_write = os.pipe()
-        os.close(other_read)
-        return _fd_above_stdio(read_end), _fd_above_stdio(other_write)
-
-
-def _reseed_randomness():
-    """Every child of a zygote starts with the zygote's PRNG states: the loaded generators are
-    reseeded from os.urandom (a module imported later seeds itself)."""
-    random = sys.modules.get("random")
-    if random is not None:
-        random.seed()
-    numpy_random = getattr(sys.modules.get("numpy"), "random", None)
-    if numpy_random is not None:
-        numpy_random.seed()  # the legacy global RandomState behind np.random.*
 
 
 class ChildServer:
@@ -96,9 +65,9 @@ class ChildServer:
     def __init__(self, channel_fd, session, layer=-1):
         _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)  # as python3 does
         _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # while idle: a late Ctrl-C is for no one
-        channel_fd = _fd_above_stdio(channel_fd)  # fds 0-2 are replaced per execution
+        channel_fd = fd_above_stdio(channel_fd)  # fds 0-2 are replaced per execution
         os.set_inheritable(channel_fd, False)
-        self.null_in, self.null_out = _null_fds()
+        self.null_in, self.null_out = null_fds()
         for fd in (0, 1, 2):  # open, so that received fds never land on them
             try:
                 os.fstat(fd)
@@ -119,8 +88,10 @@ class ChildServer:
         # A session's, kept across executions:
         self.tracker = None
         self.streams = None
-        self.main = None  # the default context's __main__ module
-        self.contexts = {}  # name -> __main__ module of every other context
+        self.main = None  # the __main__ module of this process's context
+        self.own_context = ""  # this process's context: "" in the kernel, else a context's process
+        self.context_processes = ContextProcesses()  # the kernel's: the other contexts' processes
+        self.initial_env = dict(os.environ)  # what a context's new process starts with
         self.path_entry = None  # the work dir, first on sys.path
         self.sources = {}  # filename -> source of each execution
         self.snapshot_made = False  # a snapshot file waits in the work dir for the host
@@ -133,7 +104,7 @@ class ChildServer:
         what the first execution would make anyway, the same for every request: the open()
         tracker, sys.stdout/stderr on this child's reporter, sys.path and the builtins. Its
         globals, __main__, linecache entry and report (to /dev/null) are dropped."""
-        _reseed_randomness()
+        reseed_randomness()
         self.reseeded = True
         main = sys.modules.get("__main__")
         self.reporter.restart(os.dup(self.null_out), DEFAULTS["max_stream_event_bytes"])
@@ -211,15 +182,17 @@ class ChildServer:
             _signal.signal(_signal.SIGINT, _signal.default_int_handler)
             sys.stdin = sys.__stdin__ = new_stdin()
             if self.executions == 1 and not self.reseeded:
-                _reseed_randomness()
+                reseed_randomness()
             try:
                 raw = json.loads(body.decode("utf-8", "replace"))
             except (ValueError, RecursionError) as exc:
                 raise ChannelError("the request body is not JSON: %s" % exc) from None
-            del body
             request = parse_request(raw)
             inputs = parse_inputs(raw)
             del raw
+            if self.session and request["mode"] == "run" and request["context"] != self.own_context:
+                return relay(self, request["context"], body, report_fd, self._become_context)
+            del body
             if self.snapshot_made:  # read by the host by now
                 discard_snapshot(self.work_dir)
                 self.snapshot_made = False
@@ -318,32 +291,52 @@ class ChildServer:
 
     def _namespace(self, context):
         """The context's __main__ module, or None before its first execution."""
-        return self.main if context == "" else self.contexts.get(context)
+        return self.main if context == self.own_context else None
 
     def _set_namespace(self, context, module):
-        if context == "":
+        if context == self.own_context:
             self.main = module
-        else:
-            self.contexts[context] = module
 
     def _drop_context(self, state):
-        """Forgets a context's namespace (the default one too): its next execution starts
-        empty. What else holds its objects (a thread, another context) keeps them."""
+        """Forgets a context: this process's own namespace (its next execution starts empty;
+        what else holds its objects, a thread, keeps them), or another context's process."""
         context = state.request["context"]
-        if context == "":
-            module, self.main = self.main, None
+        if context != self.own_context:
+            existed = self.context_processes.drop(context)
         else:
-            module = self.contexts.pop(context, None)
-        if module is not None and sys.modules.get("__main__") is module:
-            sys.modules["__main__"] = self.main if self.main is not None else type(sys)("__main__")
-        existed = module is not None
-        del module
-        import gc
-        gc.collect()  # its objects go now (cycles through functions' globals), files closed
+            module, self.main = self.main, None
+            if module is not None and sys.modules.get("__main__") is module:
+                sys.modules["__main__"] = type(sys)("__main__")
+            existed = module is not None
+            del module
+            import gc
+            gc.collect()  # its objects go now (cycles through functions' globals), files closed
         state.reporter.emit({"type": "result", "metadata": {},
                              "data": {"text/plain": "dropped",
                                       "application/json": {"context": context, "dropped": existed}}})
         return 0
+
+    def _become_context(self, context, channel_fd, report_fd):
+        """In a context's new process, just forked from the kernel (contexts.py): the kernel's
+        execution, channel and other contexts are not its own; its globals, environment, working
+        directory, open-file tracking and randomness start afresh; then it serves its context's
+        requests as the kernel serves its own. Never returns."""
+        os.close(report_fd)  # the host's EOF on the report must not wait for this process
+        self.channel.close()
+        self.context_processes.in_new_process()
+        self.channel = Channel(channel_fd)
+        self.own_context = context
+        self.main = self.state = self.layer = self.root = None  # snapshots are the kernel's
+        self.sources, self.executions, self.snapshot_made = {}, 0, False
+        self.streams = None  # new ones: another thread may have held the old ones' locks
+        if self.tracker is not None:
+            self.tracker.files.clear()  # the kernel's files: flushed there, not here too
+        os.environ.clear()
+        os.environ.update(self.initial_env)
+        os.fchdir(self.work_dir)
+        reseed_randomness()
+        self.reseeded = True
+        self.loop(prewarm=False)
 
     def _name_execution(self, request):
         """Each execution of a session keeps its source in linecache under its own name, so
@@ -411,10 +404,15 @@ class ChildServer:
                     pass
         self.reporter.flush_streams(final=True)
         self.reporter.emit({"type": "exit", "code": exit_code})
+        self.hand_back()
+
+    def hand_back(self):
+        """The execution's fds given up (the report closed, /dev/null on fds 0-2: the host sees
+        EOF on each) and b"D" sent, which tells the host the execution is over (EOF on the pipes
+        alone cannot: a process the code forked may hold them, and a dying session closes them
+        too)."""
         self.reporter.close()
         os.dup2(self.null_in, 0)
         os.dup2(self.null_out, 1)
         os.dup2(self.null_out, 2)
-        # Tells the host the execution is over (EOF on the pipes alone cannot: a process the
-        # code forked may hold them, and a dying session closes them too).
         self.channel.send_done()

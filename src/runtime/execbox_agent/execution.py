@@ -291,3 +291,14 @@ def check_and_compile(state):
         state.reporter.emit(event)
         return 1
     return None
+
+
+def reseed_randomness():
+    """Every child of a zygote starts with the zygote's PRNG states: the loaded generators are
+    reseeded from os.urandom (a module imported later seeds itself)."""
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
+    numpy_random = getattr(sys.modules.get("numpy"), "random", None)
+    if numpy_random is not None:
+        numpy_random.seed()  # the legacy global RandomState behind np.random.*

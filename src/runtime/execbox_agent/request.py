@@ -8,7 +8,7 @@
 #      "filename": "<cell>", "policy": profile | null,
 #      "figures": {"max_width_px", "max_height_px", "max_bytes", "dpi"},
 #      "max_repr_bytes": int, "max_stream_event_bytes": int,
-#      optional, a session's only: "context": str (the namespace: "" the default one),
+#      optional, a session's only: "context": str ("" the default one; child.py),
 #      "env": {str: str} and "cwd": str (for this execution only; run, command, listdir),
 #      "depth": int >= 1 (listdir),
 #      optional: "extra_mimes": [str] (representations beyond IPython's, from EXTRA_MIMES: what

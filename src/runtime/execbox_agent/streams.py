@@ -4,6 +4,7 @@
 import builtins
 import codecs
 import io
+import os
 import sys
 
 from .report import write_all
@@ -204,3 +205,27 @@ class OpenTracker:
 
     def needs_cleanup(self):
         return self.buffer_used or any(not f.closed for f in list(self.files))
+
+
+def fd_above_stdio(fd):
+    """fd itself if above 2, else a close-on-exec copy above 2 (fd is closed)."""
+    if fd > 2:
+        return fd
+    import fcntl
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return moved
+
+
+def null_fds():
+    """(read fd, write fd) that stand in for stdin and stdout/stderr between executions: EOF
+    and a sink. /dev/null, or where the jail has none, pipes whose other end is closed."""
+    try:
+        fd = fd_above_stdio(os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC))
+        return fd, fd
+    except OSError:
+        read_end, write_end = os.pipe()
+        os.close(write_end)
+        other_read, other_write = os.pipe()
+        os.close(other_read)
+        return fd_above_stdio(read_end), fd_above_stdio(other_write)
