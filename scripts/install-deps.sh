@@ -25,8 +25,9 @@ case "${EXECBOX_PACKAGES:-standard}" in
     ;;
 esac
 mapfile -t run_packages < <(cat "${lists[@]}" | grep -v -e '^#' -e '^$')
-# The kernels of E2B's bash and javascript code contexts (docs/e2b.md "Code contexts").
-run_packages+=(bash nodejs)
+# The kernels of E2B's bash and javascript code contexts (docs/e2b.md "Code contexts"), and the
+# seed's linters the sandbox runs on request (docs/api.md "Linters").
+run_packages+=(bash nodejs python3-pyflakes python3-flake8 python3-bandit)
 
 # setuptools and wheel: the tests build wheels with pip wheel, offline; git: the E2B test runs it in a sandbox.
 test_packages=(bubblewrap util-linux procps python3-jsonschema python3-setuptools python3-wheel wrk curl git)

@@ -16,6 +16,8 @@ struct CheckArgs {
   std::string source;
   std::string code;
   std::string lint_profile = "permissive";  // --policy
+  std::vector<std::string> analyzers;       // --analyzers pyflakes,flake8,bandit
+  std::vector<std::string> lint_block;      // --lint-block F821,B602
   bool json = false;
 };
 
@@ -35,12 +37,18 @@ int Check(const CheckArgs& a) {
     std::cerr << "execbox check: " << profile.error().message << "\n";
     return 2;
   }
+  if (auto named = runtime::CheckAnalyzers(a.analyzers, a.lint_block); !named) {
+    std::cerr << "execbox check: " << named.error().message << "\n";
+    return 2;
+  }
   engine::ExecutionRequest request;
   runtime::PythonProgram& p = request.program;
   p.mode = runtime::Mode::kCheck;
   p.code = std::move(source->code);
   p.display_name = std::move(source->display_name);
   p.lint_profile = a.lint_profile;
+  p.analyzers = a.analyzers;
+  p.lint_block = a.lint_block;
   p.collect_files = false;
   const std::string name = p.display_name;
   auto engine = engine::Engine::Create({.warm = false});
@@ -55,8 +63,8 @@ int Check(const CheckArgs& a) {
     std::cout << engine::Dump(CheckJson(*result), 2) << std::endl;
   } else {
     for (const auto& f : result->findings) {
-      std::cout << name << ":" << f.line << ":" << f.column << ": " << f.severity << " [" << f.rule << "] "
-                << f.message;
+      std::cout << name << ":" << f.line << ":" << f.column << ": " << f.severity << " ["
+                << (f.tool.empty() ? "" : f.tool + " ") << f.rule << "] " << f.message;
       if (!f.suggestion.empty()) std::cout << " — " << f.suggestion;
       std::cout << "\n";
     }
@@ -80,12 +88,25 @@ int Check(const CheckArgs& a) {
 
 void AddCheckCommand(CLI::App& app, int& exit_status) {
   auto args = std::make_shared<CheckArgs>();
-  CLI::App* check = app.add_subcommand("check", "Syntax check and policy lint, without running the code");
+  CLI::App* check = app.add_subcommand(
+      "check", "Syntax check, policy lint and the seed's linters, without running the code");
   check->footer("Exit status: 0 clean, 1 syntax error or refused by the policy, 2 bad usage.");
   check->add_option("source", args->source, "Python file to check, or - for standard input");
   check->add_option("-c,--code", args->code, "Python code to check");
   check->add_option("--policy", args->lint_profile, "Lint profile: permissive or strict")
       ->default_str("permissive");
+  check
+      ->add_option(
+          "--analyzers", args->analyzers,
+          "The seed's linters to run too, inside the sandbox: pyflakes, flake8, bandit (comma-separated)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  check
+      ->add_option(
+          "--lint-block", args->lint_block,
+          "Codes (or prefixes) of their findings that refuse the code, e.g. F821,B602 (comma-separated)")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   check->add_flag("--json", args->json, "Print {status, error, findings} as JSON");
   check->callback([args, &exit_status] { exit_status = Check(*args); });
 }

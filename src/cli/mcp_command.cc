@@ -153,7 +153,8 @@ int RunMcp(const McpArgs& args) {
                                .network = config.network,
                                .network_max_connections = config.network_max_connections,
                                .audit = audit.get(),
-                               .key_defaults = config.key_defaults});
+                               .key_defaults = config.key_defaults,
+                               .lint_block = config.lint_block});
   // What the sandbox can import, named in execute_python's description (see serve_command.cc).
   (void)gate.Packages();
   std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "

@@ -246,7 +246,8 @@ int RunServe(const ServeArgs& args) {
                                     .network_hosts = config.network_hosts,
                                     .audit = audit.get(),
                                     .observer = &metrics,
-                                    .key_defaults = config.key_defaults});
+                                    .key_defaults = config.key_defaults,
+                                    .lint_block = config.lint_block});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();

@@ -16,6 +16,7 @@
 #include "base/io.h"
 #include "cli/toml_precheck.h"
 #include "engine/sessions.h"
+#include "runtime/python_program.h"
 
 namespace execbox::cli {
 
@@ -561,6 +562,29 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                                   if (!v->empty() && v->front() != '/')
                                     return Err(node, key, "must be an absolute path");
                                   c.wheelhouse = *v;
+                                  return {};
+                                }},
+                           });
+           })},
+          // [lint] block: the seed's linters' codes that refuse every run (engine/gate.h).
+          {"lint", section([&](const toml::table& t, const std::string& prefix) {
+             return Fields(t, prefix,
+                           {
+                               {"block",
+                                [&](const toml::node& node, const std::string& key) -> Status {
+                                  const auto* array = node.as_array();
+                                  if (array == nullptr)
+                                    return Err(node, key,
+                                               "expected an array of strings, got " + TypeName(node));
+                                  std::vector<std::string> codes;
+                                  for (size_t i = 0; i < array->size(); ++i) {
+                                    auto v = String(*array->get(i), key + "[" + std::to_string(i) + "]");
+                                    if (!v) return std::unexpected(v.error());
+                                    codes.push_back(*v);
+                                  }
+                                  if (auto ok = runtime::CheckAnalyzers({}, codes); !ok)
+                                    return Err(node, key, ok.error().message);
+                                  c.lint_block = std::move(codes);
                                   return {};
                                 }},
                            });

@@ -74,6 +74,9 @@ struct ServerConfig {
   // [packages] wheelhouse: a directory of wheels the sandbox may install from (read-only,
   // never the network; docs/packages.md "Packages"); "" for none.
   std::string wheelhouse;
+  // [lint] block: codes of the seed's linters (pyflakes, flake8, bandit) whose findings refuse
+  // every run and check (GateOptions::lint_block).
+  std::vector<std::string> lint_block;
   // [network] allow, deny: the widest network policy a request may ask for; empty: none.
   engine::NetPolicy network;
   // [network] max_connections: connection attempts served per execution; 0: the proxy's default.

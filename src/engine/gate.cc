@@ -151,6 +151,9 @@ Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
 }
 
 Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
+  if (auto named = runtime::CheckAnalyzers(program.analyzers, program.lint_block); !named)
+    return Refuse(RefusalReason::kInvalidValue, named.error().message,
+                  {{"field", named.error().message.starts_with("analyzers") ? "analyzers" : "lint.block"}});
   if (!program.packages.empty()) {
     if (auto names = runtime::CheckPackageNames(program.packages); !names)
       return Refuse(RefusalReason::kInvalidPackages, names.error().message, {{"field", "packages"}});
@@ -216,6 +219,13 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
   if (!limits) return refuse(std::move(limits.error()));
   request.program.limits = *limits;
   if (check) request.program.limits.wall_time = std::min(limits->wall_time, kCheckWallTime);
+  // The server's block list holds for every run and check, beside the request's own.
+  if (check || request.program.mode == runtime::Mode::kRun) {
+    for (const auto& code : options_.lint_block) {
+      auto& block = request.program.lint_block;
+      if (std::find(block.begin(), block.end(), code) == block.end()) block.push_back(code);
+    }
+  }
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
   if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
   if (auto net = CheckNetwork(caller, request); !net) return refuse(std::move(net.error()));

@@ -87,6 +87,9 @@ struct GateOptions {
   GateObserver* observer = nullptr;
   // The caps of a caller whose own ([[keys]]) leave one unset (key_caps.h).
   KeyCaps key_defaults = DefaultKeyCaps();
+  // [lint] block: codes of the seed's linters whose findings refuse every run and check, beside
+  // a request's own (PythonProgram::lint_block).
+  std::vector<std::string> lint_block;
 };
 
 // An execution admitted and not yet run: it holds a running or a queued slot, released when

@@ -102,6 +102,8 @@ void Findings(const json& event, AgentReport& r) {
     if (!f.is_object() || r.findings.size() >= kMaxFindings) continue;
     r.findings.push_back({.rule = Str(f, "rule"),
                           .severity = Str(f, "severity"),
+                          .tool = Str(f, "tool"),
+                          .code = Str(f, "code"),
                           .line = Int(f, "line").value_or(0),
                           .column = Int(f, "column").value_or(0),
                           .message = Str(f, "message"),

@@ -46,6 +46,11 @@ struct StreamEvent {
 struct Finding {
   std::string rule;
   std::string severity;  // "error" (refused) or "warning"
+  // A finding of the seed's linters (PythonProgram::analyzers): "pyflakes", "flake8" or
+  // "bandit", and its code ("F821", "B602"; "unavailable" when the analyzer could not run), the
+  // same as `rule`. Both empty for the policy lint's own findings.
+  std::string tool;
+  std::string code;
   int64_t line = 0;
   int64_t column = 0;
   std::string message;

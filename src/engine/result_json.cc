@@ -61,12 +61,13 @@ json ToJson(const Result& r) {
   }
   json findings = json::array();
   for (const auto& f : r.findings) {
-    findings.push_back({{"rule", f.rule},
-                        {"severity", f.severity},
-                        {"line", f.line},
-                        {"column", f.column},
-                        {"message", f.message},
-                        {"suggestion", f.suggestion}});
+    json one = {{"rule", f.rule},     {"severity", f.severity}, {"line", f.line},
+                {"column", f.column}, {"message", f.message},   {"suggestion", f.suggestion}};
+    if (!f.tool.empty()) {
+      one["tool"] = f.tool;
+      one["code"] = f.code;
+    }
+    findings.push_back(std::move(one));
   }
   j["findings"] = findings;
   if (!r.installed.empty()) j["installed"] = InstalledJson(r.installed);
@@ -196,6 +197,8 @@ Expected<Result> ResultFromJson(const json& j) {
     for (const auto& f : j.at("findings")) {
       r.findings.push_back({.rule = f.at("rule").get<std::string>(),
                             .severity = f.at("severity").get<std::string>(),
+                            .tool = f.value("tool", ""),
+                            .code = f.value("code", ""),
                             .line = f.at("line").get<int64_t>(),
                             .column = f.at("column").get<int64_t>(),
                             .message = f.at("message").get<std::string>(),

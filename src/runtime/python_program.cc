@@ -1,6 +1,7 @@
 #include "runtime/python_program.h"
 
 #include <algorithm>
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string_view>
@@ -95,6 +96,8 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
   if (program.mode == Mode::kListDir) request["depth"] = program.list_depth;
   if (!program.packages.empty()) request["packages"] = program.packages;
   if (!program.extra_mimes.empty()) request["extra_mimes"] = program.extra_mimes;
+  if (!program.analyzers.empty()) request["analyzers"] = program.analyzers;
+  if (!program.lint_block.empty()) request["lint_block"] = program.lint_block;
   if (program.egress) {
     request["egress_fd"] = jail::kEgressFd;
     request["egress_port"] = kEgressPort;
@@ -132,6 +135,22 @@ std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes) {
                             {"max_repr_bytes", output_bytes},
                             {"max_stream_event_bytes", output_bytes}};
   return request.dump();
+}
+
+Status CheckAnalyzers(const std::vector<std::string>& analyzers, const std::vector<std::string>& block) {
+  for (const auto& name : analyzers) {
+    if (std::find(kAnalyzers.begin(), kAnalyzers.end(), name) == kAnalyzers.end())
+      return Fail("analyzers: '" + name.substr(0, 40) + "' is not one of pyflakes, flake8, bandit");
+  }
+  if (block.size() > kMaxLintBlockCodes)
+    return Fail("lint.block: at most " + std::to_string(kMaxLintBlockCodes) + " codes");
+  for (const auto& code : block) {
+    const bool alnum =
+        std::all_of(code.begin(), code.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+    if (code.empty() || code.size() > 16 || !alnum)
+      return Fail("lint.block: '" + code.substr(0, 40) + "' is not a code (1 to 16 letters and digits)");
+  }
+  return {};
 }
 
 Status CheckPackageNames(const std::vector<std::string>& names) {

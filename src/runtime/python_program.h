@@ -64,6 +64,12 @@ struct PythonProgram {
   // kRun: representations beyond IPython's that the agent adds where they apply, from
   // kExtraMimes (the agent's e2b_formats.py); the E2B front end asks for all of them.
   std::vector<std::string> extra_mimes;
+  // The seed's linters run on the code before it runs (kRun) or as the check (kCheck), their
+  // findings beside the policy lint's: names from kAnalyzers. `lint_block`: codes (prefixes) of
+  // their findings that refuse the run (status policy_violation); the analyzers they need run
+  // whether named or not (execbox_agent/analyzers.py).
+  std::vector<std::string> analyzers;
+  std::vector<std::string> lint_block;
   // kRun: distributions installed from the wheelhouse before the code runs (wheelhouse.py in
   // the agent; each a name with an optional version, checked there and by CheckPackageNames).
   std::vector<std::string> packages;
@@ -90,6 +96,15 @@ struct PythonProgram {
 // DataFrame's columns, a matplotlib figure's chart, a list or dict as application/json.
 inline const std::vector<std::string> kExtraMimes = {"application/vnd.e2b.data+json",
                                                      "application/vnd.e2b.chart+json", "application/json"};
+
+// What PythonProgram::analyzers may hold: the seed's linters (Debian's python3-pyflakes,
+// python3-flake8, python3-bandit, run inside the sandbox on the code's text).
+inline const std::vector<std::string> kAnalyzers = {"pyflakes", "flake8", "bandit"};
+// At most this many codes in a `lint_block` list, each 1 to 16 letters and digits.
+inline constexpr size_t kMaxLintBlockCodes = 200;
+// The analyzers' names and the block list's codes, checked before anything runs: an error
+// naming the first that is not one.
+Status CheckAnalyzers(const std::vector<std::string>& analyzers, const std::vector<std::string>& block);
 
 // Where the agent's relay listens in the sandbox, for HTTP_PROXY, HTTPS_PROXY and ALL_PROXY.
 inline constexpr uint16_t kEgressPort = 3128;

@@ -212,6 +212,19 @@ class ExecuteTest(SharedCase):
         r = self.assertResult(self.server.execute('open("entrée/naïve.txt").read()', files=files), "ok")
         self.assertEqual(r["result"]["data"]["text/plain"], repr("ça va"))
 
+    def test_lint_block_refuses_the_run_before_any_code_runs(self):
+        code = "open('ran.txt', 'w').write('ran')\nprint(missing)\n"
+        r = self.assertResult(self.server.execute(code, lint={"block": ["F821"]}), "policy_violation")
+        self.assertEqual(r["error"]["ename"], "PolicyViolation")
+        self.assertIn("lint.block", r["error"]["evalue"])
+        self.assertEqual(r["files"], [])
+        self.assertIn(("pyflakes", "F821"), [(f.get("tool"), f.get("code")) for f in r["findings"]])
+        # Not blocked (another code; nothing asked): the code runs.
+        r = self.assertResult(self.server.execute(code, lint={"block": ["B602"]}), "error")
+        self.assertEqual(r["error"]["ename"], "NameError")
+        r = self.assertResult(self.server.execute("print(1)", analyzers=["pyflakes"]), "ok")
+        self.assertEqual(r["stdout"], "1\n")
+
     def test_execute_with_the_second_key(self):
         r = self.assertResult(self.server.execute("print(2 ** 10)", token=KEY_B), "ok")
         self.assertEqual(r["stdout"], "1024\n")
@@ -247,6 +260,35 @@ class CheckTest(SharedCase):
         self.assertValid("CheckResult", body)
         self.assertEqual(body["status"], "policy_violation", body)
         self.assertTrue(body["findings"], body)
+
+    def test_the_seeds_linters(self):
+        code = "import os\nimport subprocess\nsubprocess.call('ls', shell=True)\nprint(undefined_name)\n"
+        r = self.server.request("POST", "/v1/check", {"code": code, "analyzers": ["pyflakes", "flake8", "bandit"]})
+        self.assertEqual(r.status, 200, repr(r))
+        body = r.json()
+        self.assertValid("CheckResult", body)
+        self.assertEqual(body["status"], "ok", body)
+        found = {(f["tool"], f["code"], f["line"]) for f in body["findings"] if "tool" in f}
+        for want in [("pyflakes", "F401", 1), ("pyflakes", "F821", 4), ("bandit", "B602", 3)]:
+            self.assertIn(want, found, body["findings"])
+        self.assertFalse([f for f in body["findings"] if f.get("code") == "unavailable"], body["findings"])
+        # Blocked: refused as a policy's refusal, naming lint.block.
+        r = self.server.request("POST", "/v1/check", {"code": code, "lint": {"block": ["B602"]}})
+        body = r.json()
+        self.assertValid("CheckResult", body)
+        self.assertEqual(body["status"], "policy_violation", body)
+        self.assertIn("lint.block", body["error"]["evalue"])
+        self.assertEqual([(f["code"], f["severity"]) for f in body["findings"] if f["severity"] == "error"],
+                         [("B602", "error")], body["findings"])
+        # Nothing asked: no linter runs.
+        r = self.server.request("POST", "/v1/check", {"code": code})
+        self.assertFalse([f for f in r.json()["findings"] if "tool" in f], r.json())
+        self.assertProblem(self.server.request("POST", "/v1/check", {"code": "1", "analyzers": ["pylint"]}), 400,
+                           "invalid-value")
+        self.assertProblem(self.server.request("POST", "/v1/check", {"code": "1", "lint": {"block": ["F 1"]}}),
+                           400, "invalid-value")
+        self.assertProblem(self.server.request("POST", "/v1/check", {"code": "1", "lint": {"allow": []}}), 400,
+                           "invalid-value")
 
     def test_bad_check_body(self):
         self.assertProblem(self.server.request("POST", "/v1/check", {"code": "1", "limits": {}}), 400,

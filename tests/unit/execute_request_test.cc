@@ -590,14 +590,16 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
   };
   EXPECT_EQ(keys(schemas["ExecuteRequest"]["properties"]),
             (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "packages",
-                                   "session_id", "network"}));
+                                   "session_id", "network", "analyzers", "lint"}));
   EXPECT_EQ(schemas["ExecuteRequest"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["Limits"]["properties"]),
             (std::set<std::string>{"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",
                                    "output_bytes", "disk_mb"}));
   EXPECT_EQ(schemas["Limits"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["InputFile"]["properties"]), (std::set<std::string>{"name", "content_base64"}));
-  EXPECT_EQ(keys(schemas["CheckRequest"]["properties"]), (std::set<std::string>{"code", "policy"}));
+  EXPECT_EQ(keys(schemas["CheckRequest"]["properties"]),
+            (std::set<std::string>{"code", "policy", "analyzers", "lint"}));
+  EXPECT_EQ(keys(schemas["Lint"]["properties"]), (std::set<std::string>{"block"}));
   std::set<std::string> policies;
   for (const auto& p : schemas["Policy"]["enum"]) policies.insert(p.get<std::string>());
   auto known = runtime::LintProfileNames();

@@ -174,6 +174,15 @@ TEST(Config, UnknownKeysAreNamed) {
             std::string::npos);
 }
 
+TEST(Config, LintBlockListsCodes) {
+  auto c = Load("[lint]\nblock = [\"F821\", \"B6\"]\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->lint_block, (std::vector<std::string>{"F821", "B6"}));
+  EXPECT_NE(LoadError("[lint]\nblock = [\"F 821\"]\n").find("lint.block"), std::string::npos);
+  EXPECT_NE(LoadError("[lint]\nblock = \"F821\"\n").find("expected an array"), std::string::npos);
+  EXPECT_NE(LoadError("[lint]\nallow = []\n").find("lint.allow: unknown key"), std::string::npos);
+}
+
 TEST(Config, WrongTypesAreNamed) {
   EXPECT_NE(
       LoadError("[http]\nmax_connections = \"many\"\n").find("http.max_connections: expected an integer"),

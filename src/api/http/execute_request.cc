@@ -379,6 +379,33 @@ Read ReadNetwork(const json& value, Reading& out) {
   return {};
 }
 
+// The names and codes are the gate's to check (runtime::CheckAnalyzers); here, that they are strings.
+Read ReadAnalyzers(const RequestField& field, const json& value, Reading& out) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < value.size(); ++i) {
+    if (!ItemHasType(field, value[i]))
+      return WrongType("analyzers[" + std::to_string(i) + "]", ExpectedType(field.items), value[i]);
+    names.push_back(value[i].get<std::string>());
+  }
+  out.call.program.analyzers = std::move(names);
+  return {};
+}
+
+Read ReadLint(const json& value, Reading& out) {
+  for (const auto& [key, item] : value.items()) {
+    if (key != "block") return InvalidValue("lint", "has no field '" + key.substr(0, 40) + "' (only block)");
+  }
+  const json& block = value.contains("block") ? value["block"] : json::array();
+  if (!block.is_array()) return InvalidValue("lint.block", "must be an array of codes");
+  std::vector<std::string> codes;
+  for (const auto& code : block) {
+    if (!code.is_string()) return InvalidValue("lint.block", "must be an array of codes (strings)");
+    codes.push_back(code.get<std::string>());
+  }
+  out.call.program.lint_block = std::move(codes);
+  return {};
+}
+
 // A field's own checks, once its type is known to be the schema's.
 Read ReadField(const RequestField& field, const json& value, Reading& out) {
   switch (field.id) {
@@ -404,6 +431,10 @@ Read ReadField(const RequestField& field, const json& value, Reading& out) {
       return ReadSessionId(field, value, out);
     case FieldId::kNetwork:
       return ReadNetwork(value, out);
+    case FieldId::kAnalyzers:
+      return ReadAnalyzers(field, value, out);
+    case FieldId::kLint:
+      return ReadLint(value, out);
     case FieldId::kFileName:
     case FieldId::kFileContent:
       break;  // a file's, read with it (ReadFile)

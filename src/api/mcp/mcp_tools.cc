@@ -258,6 +258,8 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kData:
     case FieldId::kDataBase64:
     case FieldId::kSignal:
+    case FieldId::kAnalyzers:  // check_python's, not yet a tool of this server
+    case FieldId::kLint:
     case FieldId::kResizeRows:
     case FieldId::kResizeCols:
     case FieldId::kPid:

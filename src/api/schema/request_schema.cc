@@ -368,7 +368,8 @@ constexpr RequestField kTable[] = {
            {kSessionBody,
             "The session's network, for its whole life, through a proxy of its own on the server: the same "
             "policy as `/v1/execute`'s `network`, bounded the same way (422 `network-not-allowed` naming an "
-            "entry beyond the server's or the key's bound). Its code, commands and processes reach it through "
+            "entry beyond the server's or the key's bound). Its code, commands and processes reach it "
+            "through "
             "`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY`; each execution's result lists the connection attempts "
             "since the last one (its processes' too). A fork has the same policy; an export, an import and "
             "a server restart do not carry it. Absent: no network at all."},
@@ -386,6 +387,33 @@ constexpr RequestField kTable[] = {
             "the server allows, else the call is refused naming it. Code, commands and processes in the "
             "session reach it through HTTP_PROXY/HTTPS_PROXY/ALL_PROXY; every execution's result lists "
             "the attempts since the last one."}}}},
+    {.id = FieldId::kAnalyzers,
+     .name = "analyzers",
+     .in = kExecutions | kCheckBody,
+     .type = JsonType::kArray,
+     .items = JsonType::kString,
+     .max_items = 3,
+     .descriptions =
+         {{{kExecutions | kCheckBody,
+            "The seed's linters to run on the code's text, inside the sandbox and before any code runs: "
+            "`pyflakes`, `flake8`, `bandit` (Debian's; each bounded to 8 s). Their findings join `findings`, "
+            "each with `tool` and `code` (`F821` undefined name, `F401` unused import, `E501`, `B602` "
+            "`shell=True`, ...); `pyflakes` is flake8's F checks, and flake8 beside it leaves those out. A "
+            "linter that could not run is one finding with code `unavailable` saying why. Another name is "
+            "400 `invalid-value`."}}}},
+    {.id = FieldId::kLint,
+     .name = "lint",
+     .in = kExecutions | kCheckBody,
+     .type = JsonType::kObject,
+     .component = "Lint",
+     .descriptions =
+         {{{kExecutions | kCheckBody,
+            "`{\"block\": [codes]}`: a finding of the seed's linters whose code starts with one of these "
+            "(`F821`, `B602`, `E9`) refuses the run before the code runs, as a policy refusal (status "
+            "`policy_violation`, the error naming `lint.block`, the findings listed); the linters the codes "
+            "need run whether `analyzers` names them or not (F: pyflakes, B: bandit, others: flake8). The "
+            "server's `[lint] block` is added to every request's. At most 200 codes of 1 to 16 letters "
+            "and digits (400 `invalid-value` otherwise)."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.
@@ -393,7 +421,7 @@ constexpr bool IdsAreIndices() {
   for (size_t i = 0; i < std::size(kTable); ++i) {
     if (static_cast<size_t>(kTable[i].id) != i) return false;
   }
-  return std::size(kTable) == static_cast<size_t>(FieldId::kNetwork) + 1;
+  return std::size(kTable) == static_cast<size_t>(FieldId::kLint) + 1;
 }
 static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 

@@ -85,6 +85,8 @@ enum class FieldId {
   kWaitSeconds,
   kToolSignal,  // signal_process's: optional, SIGTERM by default (the HTTP body's must be given)
   kNetwork,     // a one-shot execution's or a session's network policy
+  kAnalyzers,   // the seed's linters to run (runtime::kAnalyzers)
+  kLint,        // {"block": [codes]}: the linters' codes that refuse the run
 };
 
 enum class JsonType { kNone, kString, kBoolean, kArray, kObject, kInteger };

@@ -9,6 +9,7 @@ import builtins
 import os
 import sys
 
+from .analyzers import analyze, analyzers_for
 from .cell import (CompileFailure, compile_cell, execute, format_exception, new_main_module, run_error_event,
                    syntax_error_event)
 from .display import Formatter, make_display
@@ -275,6 +276,9 @@ def check_and_compile(state):
         return 1
     tree, compile_warnings = compiled[0], compiled[4]
     findings = lint(request["rules"], source, tree)
+    if request["analyzers"] or request["lint_block"]:
+        findings.extend(analyze(source, analyzers_for(request["analyzers"], request["lint_block"]),
+                                request["lint_block"]))
     for w in compile_warnings:
         findings.append({"rule": w.category.__name__, "severity": "warning",
                          "line": w.lineno or 1, "column": 1, "message": safe_str(w.message),
@@ -285,7 +289,9 @@ def check_and_compile(state):
     if findings:
         state.reporter.emit({"type": "findings", "findings": [public_finding(f) for f in findings]})
     if refusals:
-        event = policy_error_event(request["policy_name"], refusals, filename, source_lines)
+        blocked = all("tool" in f for f in refusals)  # only lint_block's
+        event = policy_error_event("lint.block" if blocked else request["policy_name"], refusals, filename,
+                                   source_lines)
         if request["mode"] == "run":
             state.warn("\n".join(event["traceback"]) + "\n")
         state.reporter.emit(event)

@@ -12,8 +12,12 @@
 #      "env": {str: str} and "cwd": str (for this execution only; run, command, listdir),
 #      "depth": int >= 1 (listdir),
 #      optional: "extra_mimes": [str] (representations beyond IPython's, from EXTRA_MIMES: what
-#      E2B's code interpreter adds, asked for by the E2B front end; see e2b_formats.py)}
+#      E2B's code interpreter adds, asked for by the E2B front end; see e2b_formats.py),
+#      "analyzers": [str] (from ANALYZERS: the seed's linters on the code, run or check mode),
+#      "lint_block": [str] (codes of letters and digits: an analyzer's finding whose code starts
+#      with one refuses the run; its analyzer runs whether named or not; analyzers.py)}
 from . import wire_json
+from .analyzers import ANALYZERS
 from .errors import RequestError
 from .lint import compile_policy
 
@@ -88,13 +92,24 @@ def _packages_field(request):
 EXTRA_MIMES = ("application/vnd.e2b.data+json", "application/vnd.e2b.chart+json", "application/json")
 
 
-def _extra_mimes_field(request):
-    mimes = request.get("extra_mimes")
-    if mimes is None:
+def _choices_field(request, key, choices):
+    """A list of some of `choices` (extra_mimes, analyzers), as a tuple; () when absent."""
+    picked = request.get(key)
+    if picked is None:
         return ()
-    if not isinstance(mimes, list) or not all(m in EXTRA_MIMES for m in mimes):
-        raise RequestError("extra_mimes must be a list of %s" % ", ".join(EXTRA_MIMES))
-    return tuple(mimes)
+    if not isinstance(picked, list) or not all(p in choices for p in picked):
+        raise RequestError("%s must be a list of %s" % (key, ", ".join(choices)))
+    return tuple(picked)
+
+
+def _lint_block_field(request):
+    codes = request.get("lint_block")
+    if codes is None:
+        return ()
+    if (not isinstance(codes, list) or len(codes) > 200
+            or not all(isinstance(c, str) and 0 < len(c) <= 16 and c.isascii() and c.isalnum() for c in codes)):
+        raise RequestError("lint_block must be a list of at most 200 codes of letters and digits")
+    return tuple(codes)
 
 
 def parse_request(request):
@@ -144,7 +159,9 @@ def parse_request(request):
         "cwd": _string_field(request, "cwd"),
         "depth": _int_field(request, "depth", 1),
         "packages": _packages_field(request),
-        "extra_mimes": _extra_mimes_field(request),
+        "extra_mimes": _choices_field(request, "extra_mimes", EXTRA_MIMES),
+        "analyzers": _choices_field(request, "analyzers", ANALYZERS),
+        "lint_block": _lint_block_field(request),
         "package_set": _string_field(request, "package_set"),  # the host's: wheelhouse.use_set
         # Network through the host (egress.py): the connector's descriptor and the relay's port.
         "egress_fd": _int_field(request, "egress_fd", None),
