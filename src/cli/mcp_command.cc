@@ -24,7 +24,8 @@ namespace {
 const char* const kMcpHelp =
     "Serves the Model Context Protocol on standard input and output: one JSON-RPC 2.0 message per\n"
     "line (protocol 2025-11-25; 2025-06-18 and 2025-03-26 are negotiated). Tools: execute_python,\n"
-    "create_session, fork_session, pause_session, resume_session, close_session, and with the warm\n"
+    "check_python, create_session, fork_session, pause_session, resume_session, close_session, and with the "
+    "warm\n"
     "pool a session's processes\n"
     "(start_process, list_processes, read_process_output, send_process_input, signal_process).\n"
     "Logs go to stderr only. Every call passes the same gate as `execbox serve`'s: limits\n"

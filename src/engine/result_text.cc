@@ -134,8 +134,8 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
   for (const auto& f : r.findings) {
     // Refusals come as the error; Python's own compile warnings are on stderr already.
     if (f.severity == "error" || f.rule.ends_with("Warning")) continue;
-    err("[execbox] policy " + f.severity + " [" + f.rule + "] line " + std::to_string(f.line) + ":" +
-        std::to_string(f.column) + ": " + f.message +
+    err("[execbox] " + (f.tool.empty() ? std::string("policy") : f.tool) + " " + f.severity + " [" + f.rule +
+        "] line " + std::to_string(f.line) + ":" + std::to_string(f.column) + ": " + f.message +
         (f.suggestion.empty() ? "" : " (" + f.suggestion + ")"));
   }
   if (show_traceback && o.streams) {

@@ -93,8 +93,8 @@ class McpGateTest(ApiTestCase):
         tools = self.mcp().tools()
         # The process tools are offered because this server has sessions (a warm pool).
         processes = {"start_process", "list_processes", "read_process_output", "send_process_input", "signal_process"}
-        self.assertEqual(set(tools), {"execute_python", "create_session", "fork_session", "pause_session", "resume_session",
-                                      "close_session"} | processes)
+        self.assertEqual(set(tools), {"execute_python", "check_python", "create_session", "fork_session", "pause_session",
+                                      "resume_session", "close_session"} | processes)
         schema = tools["execute_python"]["inputSchema"]
         # What the sandbox can import, as its interpreter listed it when the server started.
         description = tools["execute_python"]["description"]

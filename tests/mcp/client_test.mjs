@@ -57,7 +57,7 @@ await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check("the session and process tools", JSON.stringify(names) ===
-    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", "pause_session", "resume_session", ...processTools].sort()), JSON.stringify(names));
+    JSON.stringify(["check_python", "close_session", "create_session", "execute_python", "fork_session", "pause_session", "resume_session", ...processTools].sort()), JSON.stringify(names));
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
@@ -84,6 +84,20 @@ await step("print", async () => {
     JSON.stringify(r.structuredContent));
   if (throughServer) check("print: on the local server's warm pool", r.structuredContent?.usage?.engine === "warm",
     JSON.stringify(r.structuredContent?.usage));
+});
+
+await step("check_python", async () => {
+  const code = "import os\nimport subprocess\nsubprocess.call('ls', shell=True)\nprint(nowhere)\n";
+  const r = await client.callTool({ name: "check_python", arguments: { code, analyzers: ["pyflakes", "bandit"] } }, undefined, long);
+  const found = (r.structuredContent?.findings ?? []).map((f) => `${f.tool} ${f.code}`);
+  check("check_python: pyflakes F821 and F401, bandit B602", ["pyflakes F821", "pyflakes F401", "bandit B602"].every((f) => found.includes(f)),
+    JSON.stringify(r.structuredContent));
+  check("check_python: the text names them", textOf(r).includes("F821") && r.structuredContent?.status === "ok", textOf(r));
+  const blocked = await client.callTool({ name: "check_python", arguments: { code, lint: { block: ["B602"] } } }, undefined, long);
+  check("check_python: lint.block refuses", blocked.isError === true && blocked.structuredContent?.status === "policy_violation" &&
+    /lint\.block/.test(blocked.structuredContent?.error?.evalue ?? ""), JSON.stringify(blocked.structuredContent));
+  const bad = await client.callTool({ name: "check_python", arguments: { code, analyzers: ["pylint"] } }, undefined, long);
+  check("check_python: an unknown analyzer is a refusal naming it", bad.isError === true && textOf(bad).includes("pylint"), textOf(bad));
 });
 
 await step("plot", async () => {

@@ -81,7 +81,7 @@ await step("tools/list", async () => {
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
   check("tools/list: the session and process tools", JSON.stringify(names) ===
-    JSON.stringify(["close_session", "create_session", "execute_python", "fork_session", "pause_session", "resume_session", ...processTools].sort()), JSON.stringify(names));
+    JSON.stringify(["check_python", "close_session", "create_session", "execute_python", "fork_session", "pause_session", "resume_session", ...processTools].sort()), JSON.stringify(names));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema?.properties ?? {};
   check("tools/list: execute_python carries this server's defaults and maxima",
     exec.memory_mb?.default === 256 && exec.memory_mb?.maximum === 4096 && exec.timeout_seconds?.maximum === 300 &&

@@ -643,7 +643,7 @@ TEST(McpToolSchemas, TakeEveryLimitWithTheServersValues) {
   }
   json names = json::array();
   for (const auto& t : tools) names.push_back(t["name"]);
-  EXPECT_EQ(names, json({"execute_python", "create_session", "fork_session", "pause_session",
+  EXPECT_EQ(names, json({"execute_python", "check_python", "create_session", "fork_session", "pause_session",
                          "resume_session", "close_session"}));
   ASSERT_TRUE(execute.is_object());
   for (const auto& spec : engine::LimitTable()) {

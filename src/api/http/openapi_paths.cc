@@ -278,7 +278,8 @@ json McpPath() {
            {"403", ProblemResponse("The `Origin` is not allowed (a browser page from elsewhere).")},
            {"404", json_or_problem("Unknown or closed MCP session: initialize again.")}}),
       "The Model Context Protocol (revisions 2025-11-25, 2025-06-18 and 2025-03-26) with the "
-      "`execute_python`, `create_session`, `fork_session`, `pause_session`, `resume_session` and "
+      "`execute_python`, `check_python`, `create_session`, `fork_session`, `pause_session`, `resume_session` "
+      "and "
       "`close_session` tools and, for a session's "
       "processes, `start_process`, `list_processes`, `read_process_output`, `send_process_input` and "
       "`signal_process`, whose calls pass the same gate as `/v1` "

@@ -217,7 +217,8 @@ void McpServer::StartToolCall(const json& id, const json& params) {
   }
   // Progress is told of executions and of the process tools (which may wait for a process): the
   // session tools end within seconds.
-  const bool long_running = tool == "execute_python" || IsProcessTool(tool);
+  const bool runs = tool == "execute_python" || tool == "check_python";
+  const bool long_running = runs || IsProcessTool(tool);
   auto call = std::make_shared<ToolCall>(*this, id, long_running ? progress_token : json(nullptr));
   bool in_use = false;
   {
@@ -232,7 +233,7 @@ void McpServer::StartToolCall(const json& id, const json& params) {
     Send(MakeError(id, kInvalidRequest, "request id already in use by a running call"), id);
     return;
   }
-  if (tool != "execute_python") {
+  if (!runs) {
     auto result = std::make_shared<json>();
     calls_.Spawn(
         call,
@@ -250,7 +251,8 @@ void McpServer::StartToolCall(const json& id, const json& params) {
   }
   // Bad arguments and refusals are tool errors, not protocol errors (MCP 2025-11-25): the model
   // can act on them. Both are decided here, before a thread exists for the call.
-  auto request = ParseExecuteArguments(arguments);
+  auto request =
+      ParseExecuteArguments(arguments, tool == "check_python" ? kCheckPythonTool : kExecutePythonTool);
   if (!request) return Finish(id, *call, RefusalToolResult(request.error()));
   auto admitted = gate_.Admit(caller_, std::move(*request), origin_);
   if (!admitted) return Finish(id, *call, RefusalToolResult(admitted.error()));

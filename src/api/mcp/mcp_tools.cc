@@ -25,6 +25,7 @@ json SessionIdSchema() {
 // integer's bounds and a default where the table has them; a signal as a name or a number.
 json ToolProperty(const RequestField& field, Request tool) {
   if (field.component == "NetworkPolicy") return NetworkPolicySchema(DescriptionOf(field, tool));
+  if (field.component == "Lint") return LintSchema(DescriptionOf(field, tool));
   json property = field.component == "Signal" ? SignalSchema() : json{{"type", JsonTypeName(field.type)}};
   if (field.items != JsonType::kNone) property["items"] = {{"type", JsonTypeName(field.items)}};
   if (field.max_items > 0) property["maxItems"] = field.max_items;
@@ -238,11 +239,33 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
       out.network = std::move(*policy);
       return {};
     }
+    case FieldId::kPolicy: {
+      const std::string name = value.get<std::string>();
+      if (!runtime::LintProfile(name)) {
+        std::string known;
+        for (const auto& p : runtime::LintProfileNames()) known += (known.empty() ? "" : ", ") + p;
+        return std::unexpected(BadArgument("'policy' must be one of " + known));
+      }
+      out.program.lint_profile = name;
+      return {};
+    }
+    case FieldId::kAnalyzers:  // their names and codes are the gate's to check
+      out.program.analyzers = value.get<std::vector<std::string>>();
+      return {};
+    case FieldId::kLint: {
+      for (const auto& [key, item] : value.items()) {
+        if (key != "block") return std::unexpected(BadArgument("'lint' has only 'block'"));
+        if (!item.is_array() ||
+            !std::all_of(item.begin(), item.end(), [](const json& c) { return c.is_string(); }))
+          return std::unexpected(BadArgument("'lint.block' must be an array of codes"));
+        out.program.lint_block = item.get<std::vector<std::string>>();
+      }
+      return {};
+    }
     case FieldId::kLimits:  // each limit is an argument of its own (engine::FindLimit)
     case FieldId::kStdin:
     case FieldId::kFiles:
     case FieldId::kCheckpoint:
-    case FieldId::kPolicy:
     case FieldId::kFilename:
     case FieldId::kFileName:
     case FieldId::kFileContent:
@@ -258,8 +281,6 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
     case FieldId::kData:
     case FieldId::kDataBase64:
     case FieldId::kSignal:
-    case FieldId::kAnalyzers:  // check_python's, not yet a tool of this server
-    case FieldId::kLint:
     case FieldId::kResizeRows:
     case FieldId::kResizeCols:
     case FieldId::kPid:
@@ -304,6 +325,13 @@ json ToolDefinitions(const engine::LimitsConfig& limits, const std::vector<std::
           "Limits not given take this server's defaults (see each argument's default and maximum)." +
               installed,
           ToolInputSchema(kExecutePythonTool, limits, wheelhouse.has_value()), ExecuteOutputSchema()),
+      Tool("check_python", "Check Python",
+           "Checks Python 3 without running it: the syntax, the policy lint, and on request the linters "
+           "pyflakes, flake8 and bandit (analyzers), run in the sandbox on the code's text. Each finding has "
+           "its line, column and message (a linter's its tool and code, e.g. pyflakes F821 for an undefined "
+           "name, bandit B602 for shell=True). lint.block makes findings with those codes refusals "
+           "(status policy_violation). Nothing runs, nothing is written.",
+           ToolInputSchema(kCheckPythonTool, limits, false), ExecuteOutputSchema()),
       Tool("create_session", "Create session",
            "Creates a persistent Python session; pass its session_id to execute_python to keep variables and "
            "imports between calls. Limits given here are the session's defaults; disk_mb is fixed for its "
@@ -344,18 +372,19 @@ json ToolArgumentsSchema(Request tool) {
   return schema;
 }
 
-engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& arguments) {
+engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& arguments, Request tool) {
   if (!arguments.is_object()) return std::unexpected(BadArgument("arguments must be an object"));
   engine::ExecutionRequest request;
-  request.program.mode = runtime::Mode::kRun;
-  request.program.collect_files = true;  // listed in the result (names, sizes, types)
+  const bool check = tool == kCheckPythonTool;
+  request.program.mode = check ? runtime::Mode::kCheck : runtime::Mode::kRun;
+  request.program.collect_files = !check;  // listed in the result (names, sizes, types)
   // Every argument's shape first, in the arguments' order; then what is missing; then each
   // field's own checks, so that a model is told of a wrong type before a subtler fault.
   for (const auto& [key, value] : arguments.items()) {
-    if (const RequestField* field = FindField(kExecutePythonTool, key)) {
+    if (const RequestField* field = FindField(tool, key)) {
       if (auto shape = CheckArgumentShape(*field, value); !shape)
         return std::unexpected(std::move(shape.error()));
-    } else if (const engine::LimitSpec* spec = engine::FindLimit(key)) {
+    } else if (const engine::LimitSpec* spec = check ? nullptr : engine::FindLimit(key)) {
       auto limit = engine::ReadLimitOverride(*spec, value, "");
       if (!limit) return std::unexpected(std::move(limit.error()));
       if (*limit) request.limits.push_back(std::move(**limit));
@@ -363,10 +392,10 @@ engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const json& argu
       return std::unexpected(BadArgument("unknown argument '" + key.substr(0, 100) + "'"));
     }
   }
-  for (const RequestField* field : FieldsOf(kExecutePythonTool)) {
+  for (const RequestField* field : FieldsOf(tool)) {
     auto it = arguments.find(field->name);
     if (it == arguments.end()) {
-      if (!IsRequired(*field, kExecutePythonTool)) continue;
+      if (!IsRequired(*field, tool)) continue;
       return std::unexpected(
           BadArgument("'" + std::string(field->name) + "' is required and must be " + ArgumentType(*field)));
     }

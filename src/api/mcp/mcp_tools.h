@@ -32,8 +32,10 @@ nlohmann::json ToolDefinitions(const engine::LimitsConfig& limits,
 nlohmann::json ToolArgumentsSchema(Request tool);
 
 // execute_python's arguments {code, session_id?, packages?, network?, <limit>?...} as the gate's
-// request. A bad argument is a refusal whose detail is meant for the model to correct itself.
-engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments);
+// request, or with kCheckPythonTool check_python's {code, policy?, analyzers?, lint?} as a check.
+// A bad argument is a refusal whose detail is meant for the model to correct itself.
+engine::Refused<engine::ExecutionRequest> ParseExecuteArguments(const nlohmann::json& arguments,
+                                                                Request tool = kExecutePythonTool);
 // create_session's arguments: the limits the session is created with, and the packages it is
 // created with (offered only where there is a wheelhouse; the gate refuses them without one).
 struct CreateSessionArguments {

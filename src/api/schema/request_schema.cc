@@ -27,12 +27,12 @@ TypeNames NamesOf(JsonType type) { return kTypeNames[static_cast<size_t>(type)];
 constexpr RequestField kTable[] = {
     {.id = FieldId::kCode,
      .name = "code",
-     .in = kExecutions | kCheckBody | kExecutePythonTool,
+     .in = kExecutions | kCheckBody | kExecutePythonTool | kCheckPythonTool,
      .type = JsonType::kString,
      .required = true,
      .nullable = false,
      .descriptions = {{{kExecutions, "Python 3 source. May be empty; must not contain NUL."},
-                       {kCheckBody, "Python 3 source to check; must not contain NUL."},
+                       {kCheckBody | kCheckPythonTool, "Python 3 source to check; must not contain NUL."},
                        {kExecutePythonTool, "Python 3 source to run."}}}},
     {.id = FieldId::kStdin,
      .name = "stdin",
@@ -78,12 +78,12 @@ constexpr RequestField kTable[] = {
             "through cloudpickle and its work dir), made inside the session's sandbox."}}}},
     {.id = FieldId::kPolicy,
      .name = "policy",
-     .in = kExecutions | kCheckBody,
+     .in = kExecutions | kCheckBody | kCheckPythonTool,
      .type = JsonType::kString,
      .component = "Policy",
      .default_json = R"("permissive")",
      .descriptions =
-         {{{kExecutions | kCheckBody,
+         {{{kExecutions | kCheckBody | kCheckPythonTool,
             "The lint profile checked before the code runs: `permissive` refuses nothing; `strict` refuses "
             "e.g. subprocesses and dynamic code (status `policy_violation`)."}}}},
     // What jail::ValidateRelativeName takes of a path in all: a file name is never longer.
@@ -389,12 +389,12 @@ constexpr RequestField kTable[] = {
             "the attempts since the last one."}}}},
     {.id = FieldId::kAnalyzers,
      .name = "analyzers",
-     .in = kExecutions | kCheckBody,
+     .in = kExecutions | kCheckBody | kCheckPythonTool,
      .type = JsonType::kArray,
      .items = JsonType::kString,
      .max_items = 3,
      .descriptions =
-         {{{kExecutions | kCheckBody,
+         {{{kExecutions | kCheckBody | kCheckPythonTool,
             "The seed's linters to run on the code's text, inside the sandbox and before any code runs: "
             "`pyflakes`, `flake8`, `bandit` (Debian's; each bounded to 8 s). Their findings join `findings`, "
             "each with `tool` and `code` (`F821` undefined name, `F401` unused import, `E501`, `B602` "
@@ -403,11 +403,11 @@ constexpr RequestField kTable[] = {
             "400 `invalid-value`."}}}},
     {.id = FieldId::kLint,
      .name = "lint",
-     .in = kExecutions | kCheckBody,
+     .in = kExecutions | kCheckBody | kCheckPythonTool,
      .type = JsonType::kObject,
      .component = "Lint",
      .descriptions =
-         {{{kExecutions | kCheckBody,
+         {{{kExecutions | kCheckBody | kCheckPythonTool,
             "`{\"block\": [codes]}`: a finding of the seed's linters whose code starts with one of these "
             "(`F821`, `B602`, `E9`) refuses the run before the code runs, as a policy refusal (status "
             "`policy_violation`, the error naming `lint.block`, the findings listed); the linters the codes "

@@ -41,11 +41,12 @@ enum Request : unsigned {
   kReadOutputTool = 1u << 13,     // MCP read_process_output's
   kSendInputTool = 1u << 14,      // MCP send_process_input's
   kSignalProcessTool = 1u << 15,  // MCP signal_process's
+  kCheckPythonTool = 1u << 16,    // MCP check_python's arguments
 };
 // The MCP tools that reach a session's processes, and every tool.
 inline constexpr unsigned kProcessTools =
     kStartProcessTool | kListProcessesTool | kReadOutputTool | kSendInputTool | kSignalProcessTool;
-inline constexpr unsigned kTools = kExecutePythonTool | kCreateSessionTool | kProcessTools;
+inline constexpr unsigned kTools = kExecutePythonTool | kCreateSessionTool | kCheckPythonTool | kProcessTools;
 
 // Each field, in the table's order, so that a front end's switch over them is checked by the
 // compiler (-Wswitch): a field added to the table is a field every front end must decide about.
