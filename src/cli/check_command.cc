@@ -37,9 +37,11 @@ int Check(const CheckArgs& a) {
     std::cerr << "execbox check: " << profile.error().message << "\n";
     return 2;
   }
-  if (auto named = runtime::CheckAnalyzers(a.analyzers, a.lint_block); !named) {
-    std::cerr << "execbox check: " << named.error().message << "\n";
-    return 2;
+  for (auto checked : {runtime::CheckAnalyzerNames(a.analyzers), runtime::CheckLintBlock(a.lint_block)}) {
+    if (!checked) {
+      std::cerr << "execbox check: " << checked.error().message << "\n";
+      return 2;
+    }
   }
   engine::ExecutionRequest request;
   runtime::PythonProgram& p = request.program;

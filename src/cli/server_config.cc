@@ -582,7 +582,7 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                                     if (!v) return std::unexpected(v.error());
                                     codes.push_back(*v);
                                   }
-                                  if (auto ok = runtime::CheckAnalyzers({}, codes); !ok)
+                                  if (auto ok = runtime::CheckLintBlock(codes); !ok)
                                     return Err(node, key, ok.error().message);
                                   c.lint_block = std::move(codes);
                                   return {};

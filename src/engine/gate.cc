@@ -151,9 +151,14 @@ Refused<jail::Limits> Gate::ResolveLimits(const LimitOverrides& overrides,
 }
 
 Refused<void> Gate::CheckInputs(const runtime::PythonProgram& program) const {
-  if (auto named = runtime::CheckAnalyzers(program.analyzers, program.lint_block); !named)
-    return Refuse(RefusalReason::kInvalidValue, named.error().message,
-                  {{"field", named.error().message.starts_with("analyzers") ? "analyzers" : "lint.block"}});
+  if (auto named = runtime::CheckAnalyzerNames(program.analyzers); !named)
+    return Refuse(RefusalReason::kInvalidValue, named.error().message, {{"field", "analyzers"}});
+  if (auto codes = runtime::CheckLintBlock(program.lint_block); !codes)
+    return Refuse(RefusalReason::kInvalidValue, codes.error().message, {{"field", "lint.block"}});
+  if (program.lint_profile.size() > 64)
+    return Refuse(RefusalReason::kInvalidValue, "unknown policy profile", {{"field", "policy"}});
+  if (auto profile = runtime::LintProfile(program.lint_profile); !profile)
+    return Refuse(RefusalReason::kInvalidValue, profile.error().message, {{"field", "policy"}});
   if (!program.packages.empty()) {
     if (auto names = runtime::CheckPackageNames(program.packages); !names)
       return Refuse(RefusalReason::kInvalidPackages, names.error().message, {{"field", "packages"}});

@@ -137,11 +137,15 @@ std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes) {
   return request.dump();
 }
 
-Status CheckAnalyzers(const std::vector<std::string>& analyzers, const std::vector<std::string>& block) {
+Status CheckAnalyzerNames(const std::vector<std::string>& analyzers) {
   for (const auto& name : analyzers) {
     if (std::find(kAnalyzers.begin(), kAnalyzers.end(), name) == kAnalyzers.end())
       return Fail("analyzers: '" + name.substr(0, 40) + "' is not one of pyflakes, flake8, bandit");
   }
+  return {};
+}
+
+Status CheckLintBlock(const std::vector<std::string>& block) {
   if (block.size() > kMaxLintBlockCodes)
     return Fail("lint.block: at most " + std::to_string(kMaxLintBlockCodes) + " codes");
   for (const auto& code : block) {

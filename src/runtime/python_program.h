@@ -102,9 +102,10 @@ inline const std::vector<std::string> kExtraMimes = {"application/vnd.e2b.data+j
 inline const std::vector<std::string> kAnalyzers = {"pyflakes", "flake8", "bandit"};
 // At most this many codes in a `lint_block` list, each 1 to 16 letters and digits.
 inline constexpr size_t kMaxLintBlockCodes = 200;
-// The analyzers' names and the block list's codes, checked before anything runs: an error
+// The analyzers' names, and the block list's codes, each checked before anything runs: an error
 // naming the first that is not one.
-Status CheckAnalyzers(const std::vector<std::string>& analyzers, const std::vector<std::string>& block);
+Status CheckAnalyzerNames(const std::vector<std::string>& analyzers);
+Status CheckLintBlock(const std::vector<std::string>& block);
 
 // Where the agent's relay listens in the sandbox, for HTTP_PROXY, HTTPS_PROXY and ALL_PROXY.
 inline constexpr uint16_t kEgressPort = 3128;

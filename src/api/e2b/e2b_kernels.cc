@@ -3,14 +3,15 @@
 // process cap, the audit), tagged with its context so that E2B's process list leaves it out.
 // Each execution's code is run through the gate (Gate::RunProcessCode: admitted, under the
 // sandbox's wall time and output limit, audited) with marks that say where the execution's
-// output ends (e2b_kernel_wire.h); its output streams to the caller as the kernel writes it. The kernel keeps
-// its state between executions, like a Jupyter kernel: variables, functions, the working directory, for bash
-// what it exported.
+// output ends (e2b_kernel_wire.h); its output streams to the caller as the kernel writes it.
+// The kernel keeps its state between executions, like a Jupyter kernel: variables, functions,
+// the working directory, for bash what it exported.
 //
 // An execution the gate stopped (the wall time, the output limit, a shutdown) ends the kernel,
-// its state with it: the next one starts a new kernel. So does one whose kernel exited (an `exit` in the
-// code) or was killed; a pause ends every process, kernels too. A caller that goes away leaves the execution
-// running to its end, as Jupyter does: the kernel is not in the middle of something next time.
+// its state with it: the next one starts a new kernel. So does one whose kernel exited (an
+// `exit` in the code) or was killed; a pause ends every process, kernels too. A caller that
+// goes away leaves the execution running to its end, as Jupyter does: the kernel is not in the
+// middle of something next time.
 #include <csignal>
 
 #include "api/e2b/e2b_api.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/common/json_text.h"
+#include "api/schema/lint_schema.h"
 #include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "base/base64.h"
@@ -349,15 +350,16 @@ Read ReadFiles(const RequestField& field, const json& files, Reading& out) {
 }
 
 // "packages": strings (their form is the gate's to check: runtime::CheckPackageNames).
-Read ReadPackages(const RequestField& field, const json& value, Reading& out) {
-  std::vector<std::string> names;
+// An array field's strings into `to`, each item's type checked (what they may be is the gate's).
+Read ReadStrings(const RequestField& field, const json& value, std::vector<std::string>& to) {
+  std::vector<std::string> items;
   for (size_t i = 0; i < value.size(); ++i) {
-    const json& name = value[i];
-    if (!ItemHasType(field, name))
-      return WrongType("packages[" + std::to_string(i) + "]", ExpectedType(field.items), name);
-    names.push_back(name.get<std::string>());
+    if (!ItemHasType(field, value[i]))
+      return WrongType(std::string(field.name) + "[" + std::to_string(i) + "]", ExpectedType(field.items),
+                       value[i]);
+    items.push_back(value[i].get<std::string>());
   }
-  out.call.program.packages = std::move(names);
+  to = std::move(items);
   return {};
 }
 
@@ -379,30 +381,13 @@ Read ReadNetwork(const json& value, Reading& out) {
   return {};
 }
 
-// The names and codes are the gate's to check (runtime::CheckAnalyzers); here, that they are strings.
-Read ReadAnalyzers(const RequestField& field, const json& value, Reading& out) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < value.size(); ++i) {
-    if (!ItemHasType(field, value[i]))
-      return WrongType("analyzers[" + std::to_string(i) + "]", ExpectedType(field.items), value[i]);
-    names.push_back(value[i].get<std::string>());
+Read ReadLintField(const json& value, Reading& out) {
+  auto codes = ReadLint(value);
+  if (!codes) {
+    const FieldFault& fault = codes.error();
+    return Refuse(400, fault.type, "Invalid value", fault.detail, {{"field", fault.field}});
   }
-  out.call.program.analyzers = std::move(names);
-  return {};
-}
-
-Read ReadLint(const json& value, Reading& out) {
-  for (const auto& [key, item] : value.items()) {
-    if (key != "block") return InvalidValue("lint", "has no field '" + key.substr(0, 40) + "' (only block)");
-  }
-  const json& block = value.contains("block") ? value["block"] : json::array();
-  if (!block.is_array()) return InvalidValue("lint.block", "must be an array of codes");
-  std::vector<std::string> codes;
-  for (const auto& code : block) {
-    if (!code.is_string()) return InvalidValue("lint.block", "must be an array of codes (strings)");
-    codes.push_back(code.get<std::string>());
-  }
-  out.call.program.lint_block = std::move(codes);
+  out.call.program.lint_block = std::move(*codes);
   return {};
 }
 
@@ -426,15 +411,15 @@ Read ReadField(const RequestField& field, const json& value, Reading& out) {
     case FieldId::kFilename:
       return ReadFilename(field, value, out);
     case FieldId::kPackages:
-      return ReadPackages(field, value, out);
+      return ReadStrings(field, value, out.call.program.packages);
     case FieldId::kSessionId:
       return ReadSessionId(field, value, out);
     case FieldId::kNetwork:
       return ReadNetwork(value, out);
     case FieldId::kAnalyzers:
-      return ReadAnalyzers(field, value, out);
+      return ReadStrings(field, value, out.call.program.analyzers);
     case FieldId::kLint:
-      return ReadLint(value, out);
+      return ReadLintField(value, out);
     case FieldId::kFileName:
     case FieldId::kFileContent:
       break;  // a file's, read with it (ReadFile)

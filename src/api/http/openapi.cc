@@ -2,6 +2,7 @@
 
 #include "api/common/json_text.h"
 #include "api/http/openapi_parts.h"
+#include "api/schema/lint_schema.h"
 #include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "base/build_info.h"

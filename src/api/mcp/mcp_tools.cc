@@ -2,6 +2,7 @@
 
 #include "api/common/problem_json.h"
 #include "api/mcp/json_rpc.h"
+#include "api/schema/lint_schema.h"
 #include "api/schema/network_schema.h"
 #include "api/schema/request_schema.h"
 #include "engine/result_json.h"
@@ -239,27 +240,16 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
       out.network = std::move(*policy);
       return {};
     }
-    case FieldId::kPolicy: {
-      const std::string name = value.get<std::string>();
-      if (!runtime::LintProfile(name)) {
-        std::string known;
-        for (const auto& p : runtime::LintProfileNames()) known += (known.empty() ? "" : ", ") + p;
-        return std::unexpected(BadArgument("'policy' must be one of " + known));
-      }
-      out.program.lint_profile = name;
+    case FieldId::kPolicy:  // the gate checks the profile's name
+      out.program.lint_profile = value.get<std::string>();
       return {};
-    }
     case FieldId::kAnalyzers:  // their names and codes are the gate's to check
       out.program.analyzers = value.get<std::vector<std::string>>();
       return {};
     case FieldId::kLint: {
-      for (const auto& [key, item] : value.items()) {
-        if (key != "block") return std::unexpected(BadArgument("'lint' has only 'block'"));
-        if (!item.is_array() ||
-            !std::all_of(item.begin(), item.end(), [](const json& c) { return c.is_string(); }))
-          return std::unexpected(BadArgument("'lint.block' must be an array of codes"));
-        out.program.lint_block = item.get<std::vector<std::string>>();
-      }
+      auto codes = ReadLint(value);
+      if (!codes) return std::unexpected(BadArgument(codes.error().detail));
+      out.program.lint_block = std::move(*codes);
       return {};
     }
     case FieldId::kLimits:  // each limit is an argument of its own (engine::FindLimit)

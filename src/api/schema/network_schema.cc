@@ -3,8 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "runtime/python_program.h"
-
 namespace execbox::api {
 namespace {
 
@@ -26,17 +24,6 @@ json Count(std::string_view description = {}) {
 }
 
 }  // namespace
-
-json LintSchema(std::string_view description) {
-  return {{"type", "object"},
-          {"additionalProperties", false},
-          {"description", description},
-          {"properties",
-           {{"block",
-             {{"type", "array"},
-              {"maxItems", runtime::kMaxLintBlockCodes},
-              {"items", {{"type", "string"}, {"pattern", "^[A-Za-z0-9]{1,16}$"}}}}}}}};
-}
 
 json NetworkPolicySchema(std::string_view description) {
   json entries = {{"type", "array"},

@@ -15,8 +15,6 @@ namespace execbox::api {
 
 // {allow?: [entry], deny?: [entry]}, with `description` as the object's.
 nlohmann::json NetworkPolicySchema(std::string_view description);
-// The `lint` field's object ({"block": [codes]}): OpenAPI's Lint and check_python's argument.
-nlohmann::json LintSchema(std::string_view description);
 // A request's `network` value, each entry parsed; a fault names the list or the entry.
 std::expected<engine::NetPolicy, FieldFault> ReadNetworkPolicy(const nlohmann::json& value);
 
