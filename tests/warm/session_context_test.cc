@@ -130,6 +130,20 @@ TEST_F(SessionContext, EachOtherContextIsAnInterpreterOfItsOwn) {
   EXPECT_EQ(Value("import os\n'MARK' in os.environ"), "False");
 }
 
+// Hostile: a context's code cuts its process off from the kernel (closes every descriptor above
+// stdio, its channel among them). The execution ends saying so; the next one starts anew.
+TEST_F(SessionContext, AContextThatClosesItsChannelEndsAloneAndStartsAgain) {
+  EXPECT_EQ(Value("k = 1\nk"), "1");
+  const std::string before = Value("import os\nos.getpid()", "a");
+  Result cut = Do(Op(Mode::kRun, "import os, time\nos.closerange(3, 65536)\ntime.sleep(30)", "a"));
+  ASSERT_TRUE(cut.error.has_value()) << Describe(cut);
+  EXPECT_EQ(cut.error->ename, "KernelEnded") << Describe(cut);
+  ASSERT_TRUE(cut.session.has_value());
+  EXPECT_TRUE(cut.session->preserved) << Describe(cut);
+  EXPECT_NE(Value("import os\nos.getpid()", "a"), before);
+  EXPECT_EQ(Value("k"), "1");
+}
+
 TEST_F(SessionContext, EnvAppliesToOneExecutionOnly) {
   auto p = Op(Mode::kRun, "import os\nos.environ['EXECBOX_T'], os.environ['HOME']");
   p.env = {{"EXECBOX_T", "set"}, {"HOME", "/elsewhere"}};

@@ -11,7 +11,8 @@
 # beside it leaves them out. A finding whose code starts with an entry of the request's "block"
 # list is an error: a refusal, as the policy's are (execution.check_and_compile). An analyzer
 # that is missing, fails or runs out of time is one finding of its own, code "unavailable",
-# saying why: the check is not silently thinner than asked.
+# saying why: the check is not silently thinner than asked; when the block list needs that
+# analyzer, the finding is an error too (a block that cannot be checked refuses).
 import os
 import sys
 
@@ -108,8 +109,13 @@ def analyze(source, names, block):
         except (ValueError, AttributeError, TypeError) as exc:
             findings.append(_finding(tool, "unavailable", 1, 1,
                                      "%s's output was not readable: %s" % (tool, safe_str(exc))))
+    needed = analyzers_for((), block)
     for f in findings:
-        if f["code"] != "unavailable" and any(f["code"].upper().startswith(b.upper()) for b in block):
+        if f["code"] == "unavailable":
+            if f["tool"] in needed:  # a block that cannot be checked refuses: it never fails open
+                f["severity"] = "error"
+                f["message"] += " (lint.block needs it: the code was not checked)"
+        elif any(f["code"].upper().startswith(b.upper()) for b in block):
             f["severity"] = "error"
             f["message"] += " (blocked: lint.block)"
     return findings
