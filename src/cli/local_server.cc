@@ -36,6 +36,7 @@ std::optional<std::string> ExecuteBody(const engine::ExecutionRequest& request) 
     for (const auto& r : request.network->deny) network["deny"].push_back(r.text);
     body["network"] = std::move(network);
   }
+  if (p.guard != runtime::Guard::kOff) body["guard"] = runtime::GuardName(p.guard);
   try {
     return body.dump();  // strict: invalid UTF-8 throws rather than being replaced
   } catch (const json::exception&) {

@@ -41,6 +41,7 @@ const char* const kMcpHelp =
 struct McpArgs {
   std::string config_file;
   std::string server = "auto";  // auto, always, never
+  std::string guard;            // "", off, audit: over the config's [engine] guard
 };
 
 // Warm first; a host that cannot run the pool still gets cold, stateless executions.
@@ -108,7 +109,7 @@ void Serve(Server& server) {
 
 int RunMcp(const McpArgs& args) {
   // A local server's pool when there is one, unless this process was given settings of its own.
-  if (args.server == "always" || (args.server == "auto" && args.config_file.empty())) {
+  if (args.server == "always" || (args.server == "auto" && args.config_file.empty() && args.guard.empty())) {
     auto found = FindLocalServer();
     if (found) {
       std::cerr << "execbox mcp: serving on stdio through the local server on " << found->path << "\n";
@@ -128,6 +129,7 @@ int RunMcp(const McpArgs& args) {
       return 64;
     }
   }
+  if (!args.guard.empty()) config.guard = *runtime::GuardNamed(args.guard);
   if (!config.wheelhouse.empty()) {
     if (auto s = CheckWheelhouse(config.wheelhouse); !s) {
       std::cerr << "execbox mcp: " << s.error().message << "\n";
@@ -155,7 +157,9 @@ int RunMcp(const McpArgs& args) {
                                .network_max_connections = config.network_max_connections,
                                .audit = audit.get(),
                                .key_defaults = config.key_defaults,
-                               .lint_block = config.lint_block});
+                               .lint_block = config.lint_block,
+                               .guard = config.guard,
+                               .guard_programs = config.guard_programs});
   // What the sandbox can import, named in execute_python's description (see serve_command.cc).
   (void)gate.Packages();
   std::cerr << "execbox mcp: serving on stdio (" << ((*engine)->warm() ? "warm pool" : "cold jails") << ", "
@@ -192,6 +196,10 @@ void AddMcpCommand(CLI::App& app, int& exit_status) {
                   "finds it) and no --config is given, else in this process; always; never")
       ->check(CLI::IsMember({"auto", "always", "never"}))
       ->default_str("auto");
+  mcp->add_option("--guard", args->guard,
+                  "audit: audit hooks in every run's interpreter refuse what the sandbox forbids, as\n"
+                  "PermissionError ([engine] guard; serves in this process, not through a local server)")
+      ->check(CLI::IsMember({"off", "audit"}));
   mcp->callback([args, &exit_status] { exit_status = RunMcp(*args); });
 }
 

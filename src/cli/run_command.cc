@@ -28,6 +28,7 @@ struct RunArgs {
   std::string server = "auto";              // auto, always, never
   std::vector<std::string> allow_net;       // --allow-net
   std::vector<std::string> deny_net;        // --deny-net
+  std::string guard = "off";                // --guard
 };
 
 const char* const kExitCodes =
@@ -45,6 +46,7 @@ Expected<engine::ExecutionRequest> MakeRequest(const RunArgs& a) {
   p.display_name = std::move(source->display_name);
   if (auto profile = runtime::LintProfile(a.lint_profile); !profile) return std::unexpected(profile.error());
   p.lint_profile = a.lint_profile;
+  p.guard = *runtime::GuardNamed(a.guard);
   if (!a.stdin_file.empty()) {
     auto in = ReadFile(a.stdin_file);
     if (!in) return std::unexpected(in.error());
@@ -162,6 +164,12 @@ void AddRunCommand(CLI::App& app, int& exit_status) {
                   "an IP or CIDR, each optionally :PORT. The code sees HTTP_PROXY/HTTPS_PROXY/ALL_PROXY;\n"
                   "loopback and private addresses only by an IP/CIDR entry; every attempt is listed.\n"
                   "Default: no network at all (docs/security.md, \"Network\")");
+  run->add_option("--guard", args->guard,
+                  "audit: audit hooks in the interpreter refuse what the sandbox forbids (writing outside\n"
+                  "the work dir, /tmp and /dev/shm; the network; programs; native libraries from outside\n"
+                  "the interpreter's), as PermissionError, listed under the result's guard")
+      ->check(CLI::IsMember({"off", "audit"}))
+      ->default_str("off");
   run->add_option("--deny-net", args->deny_net, "HOST: refuse HOST even where --allow-net matches (repeatable)");
   run->add_option("--server", args->server,
                   "auto: run on a local `execbox serve --unix` when one answers (EXECBOX_SOCKET, else\n"

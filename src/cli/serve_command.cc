@@ -47,7 +47,7 @@ const std::string kServeHelp =
     "Under systemd (Type=notify) it reports readiness, reloads and stopping.";
 
 struct ServeArgs {
-  std::string config_file, listen, unix_socket, audit_log, instance, state_dir, wheelhouse;
+  std::string config_file, listen, unix_socket, audit_log, instance, state_dir, wheelhouse, guard;
   bool no_pool = false, audit_code = false;
   size_t workers = 0, max_running = 0, max_queue = 0;
   double grace = -1;
@@ -147,6 +147,7 @@ int RunServe(const ServeArgs& args) {
     return 64;
   }
   if (args.no_pool) config.warm = false;
+  if (!args.guard.empty()) config.guard = *runtime::GuardNamed(args.guard);
   if (args.workers) config.workers = args.workers;
   if (args.max_running) config.max_running = args.max_running;
   if (args.max_queue) config.max_queue = args.max_queue;
@@ -247,7 +248,9 @@ int RunServe(const ServeArgs& args) {
                                     .audit = audit.get(),
                                     .observer = &metrics,
                                     .key_defaults = config.key_defaults,
-                                    .lint_block = config.lint_block});
+                                    .lint_block = config.lint_block,
+                                    .guard = config.guard,
+                                    .guard_programs = config.guard_programs});
   // What the sandbox can import, listed once before serving: /v1/packages and the MCP tool's
   // description say it (a failure is logged with its incident id; /v1/packages tries again).
   (void)gate->Packages();
@@ -356,6 +359,11 @@ void AddServeCommand(CLI::App& app, int& exit_status) {
                     "reused, kept in the cache dir), pip install in a session");
   serve->add_flag("--no-pool", args->no_pool,
                   "No warm workers: every execution gets a cold jail; no sessions");
+  serve
+      ->add_option("--guard", args->guard,
+                   "audit: audit hooks in every run's interpreter refuse what the sandbox forbids, as\n"
+                   "PermissionError, listed in the result's guard ([engine] guard; docs/security.md)")
+      ->check(CLI::IsMember({"off", "audit"}));
   serve->add_option("--workers", args->workers, "Warm workers (default: one per two cores)");
   serve->add_option("--max-running", args->max_running, "Executions running at once (default: 2 per worker)");
   serve->add_option("--max-queue", args->max_queue, "Executions waiting beyond those; past it, 429")

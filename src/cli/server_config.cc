@@ -534,6 +534,31 @@ Status Reader::Top(const toml::table& root, ServerConfig& c) const {
                         c.session_state_dir = *v;
                         return {};
                       }},
+                     {"guard",
+                      [&](const toml::node& node, const std::string& key) -> Status {
+                        auto v = String(node, key);
+                        if (!v) return std::unexpected(v.error());
+                        auto guard = runtime::GuardNamed(*v);
+                        if (!guard) return Err(node, key, "must be \"off\" or \"audit\"");
+                        c.guard = *guard;
+                        return {};
+                      }},
+                     {"guard_allow",
+                      [&](const toml::node& node, const std::string& key) -> Status {
+                        const auto* array = node.as_array();
+                        if (array == nullptr)
+                          return Err(node, key, "expected an array of strings, got " + TypeName(node));
+                        c.guard_programs = false;
+                        for (size_t i = 0; i < array->size(); ++i) {
+                          auto v = String(*array->get(i), key + "[" + std::to_string(i) + "]");
+                          if (!v) return std::unexpected(v.error());
+                          if (*v != "subprocess")
+                            return Err(*array->get(i), key,
+                                       "'" + v->substr(0, 40) + "' is not \"subprocess\"");
+                          c.guard_programs = true;
+                        }
+                        return {};
+                      }},
                  });
            })},
           {"e2b", section([&](const toml::table& t, const std::string& prefix) {

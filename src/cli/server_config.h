@@ -15,6 +15,7 @@
 #include "engine/limit_schema.h"
 #include "engine/net_hosts.h"
 #include "engine/net_policy.h"
+#include "runtime/python_program.h"
 
 namespace execbox::cli {
 
@@ -77,6 +78,9 @@ struct ServerConfig {
   // [lint] block: codes of the seed's linters (pyflakes, flake8, bandit) whose findings refuse
   // every run and check (GateOptions::lint_block).
   std::vector<std::string> lint_block;
+  // [engine] guard ("off" | "audit") and guard_allow (["subprocess"]): engine::GateOptions's.
+  runtime::Guard guard = runtime::Guard::kOff;
+  bool guard_programs = false;
   // [network] allow, deny: the widest network policy a request may ask for; empty: none.
   engine::NetPolicy network;
   // [network] max_connections: connection attempts served per execution; 0: the proxy's default.

@@ -62,6 +62,7 @@ void AuditLog::Write(const AuditRecord& record) {
   line["usage"] = nlohmann::ordered_json(record.usage);
   line["peer"] = record.peer;
   if (!record.network.is_null()) line["network"] = nlohmann::ordered_json(record.network);
+  if (!record.guard.is_null()) line["guard"] = nlohmann::ordered_json(record.guard);
   if (include_code_) line["code"] = record.code;
   std::string text = line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   text.push_back('\n');

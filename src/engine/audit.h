@@ -26,6 +26,8 @@ struct AuditRecord {
   // The Result's `network` (every connection attempt, as the Result lists them), or null when
   // it ran without a network policy.
   nlohmann::json network;
+  // The Result's `guard` (what the guard refused), or null when the code ran without it.
+  nlohmann::json guard;
 };
 
 class AuditLog {

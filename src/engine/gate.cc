@@ -112,7 +112,7 @@ void Gate::Scrub(Result& r) const {
 
 void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
                  const std::string& code, const std::string& status, const nlohmann::json& usage,
-                 const nlohmann::json& network) {
+                 const nlohmann::json& network, const nlohmann::json& guard) {
   if (options_.audit == nullptr) return;
   options_.audit->Write(AuditRecord{.caller_id = caller.id,
                                     .transport = TransportName(origin.transport),
@@ -122,7 +122,8 @@ void Gate::Audit(const Caller& caller, const Origin& origin, const char* route, 
                                     .status = status,
                                     .usage = usage,
                                     .peer = origin.peer,
-                                    .network = network});
+                                    .network = network,
+                                    .guard = guard});
 }
 
 Refusal Gate::Reject(const Caller& caller, const Origin& origin, const char* route,
@@ -231,6 +232,10 @@ Refused<Admitted> Gate::Admit(const Caller& caller, ExecutionRequest request, co
       if (std::find(block.begin(), block.end(), code) == block.end()) block.push_back(code);
     }
   }
+  // The server's guard holds for every run; where it has none, a request may ask for it. What it
+  // allows is the server's alone.
+  if (options_.guard != runtime::Guard::kOff) request.program.guard = options_.guard;
+  request.program.guard_programs = options_.guard_programs;
   if (auto fits = CheckInputs(request.program); !fits) return refuse(std::move(fits.error()));
   if (auto allowed = CheckMode(request); !allowed) return refuse(std::move(allowed.error()));
   if (auto net = CheckNetwork(caller, request); !net) return refuse(std::move(net.error()));
@@ -302,7 +307,8 @@ Refused<Result> Gate::Run(Admitted a, const ExecuteOptions& options) {
   Scrub(r);
   const char* status = StatusName(r.status);
   Audit(a.caller, a.origin, a.route, session_id, program.code, status, UsageJson(r),
-        r.network ? NetworkJson(*r.network) : nlohmann::json());
+        r.network ? NetworkJson(*r.network) : nlohmann::json(),
+        r.guard ? GuardJson(*r.guard) : nlohmann::json());
   if (options_.observer != nullptr) {
     options_.observer->Finished(TransportName(a.origin.transport), a.route, status, seconds);
     if (r.network) options_.observer->Connections(a.caller.id, r.network->allowed, r.network->refused);

@@ -90,6 +90,10 @@ struct GateOptions {
   // [lint] block: codes of the seed's linters whose findings refuse every run and check, beside
   // a request's own (PythonProgram::lint_block).
   std::vector<std::string> lint_block;
+  // [engine] guard: the guard on every run (runtime::Guard); off, a request may still ask for it.
+  // [engine] guard_allow = ["programs"]: it lets the code run programs (PythonProgram::guard_programs).
+  runtime::Guard guard = runtime::Guard::kOff;
+  bool guard_programs = false;
 };
 
 // An execution admitted and not yet run: it holds a running or a queued slot, released when
@@ -311,7 +315,7 @@ class Gate {
                     Call call);
   void Audit(const Caller& caller, const Origin& origin, const char* route, const std::string& session_id,
              const std::string& code, const std::string& status, const nlohmann::json& usage,
-             const nlohmann::json& network = nullptr);
+             const nlohmann::json& network = nullptr, const nlohmann::json& guard = nullptr);
   // The caps per key (gate_caps.cc). The caller with its unset caps taken from the defaults.
   Caller WithCaps(const Caller& caller) const;
   // A place for one more session (max_sessions), held until the session exists or failed.

@@ -153,6 +153,38 @@ void NetworkAttempts(const json& event, AgentReport& r) {
   if (!record.connections.empty() || record.omitted != 0) r.network_attempts = std::move(record);
 }
 
+// `text` cut to at most `max` bytes at a character's start (the report's strings are valid UTF-8).
+std::string Cut(std::string text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  text.resize(end);
+  return text;
+}
+
+// At most kMaxGuardEvents, each an event name and a detail, bounded; once per report.
+void Guard(const json& event, AgentReport& r) {
+  constexpr size_t kMaxGuardEvents = 64, kMaxGuardText = 400;
+  if (r.guard) return;
+  GuardRecord record;
+  record.mode = Str(event, "mode");
+  if (record.mode != "audit") return;
+  if (auto list = event.find("refused"); list != event.end() && list->is_array()) {
+    for (const json& e : *list) {
+      if (!e.is_object()) continue;
+      if (record.refused.size() >= kMaxGuardEvents) {
+        ++record.omitted;
+        continue;
+      }
+      record.refused.push_back(
+          GuardEvent{.event = Cut(Str(e, "event"), 64), .detail = Cut(Str(e, "detail"), kMaxGuardText)});
+    }
+  }
+  const int64_t omitted = Int(event, "omitted").value_or(0);
+  if (omitted > 0 && omitted < (int64_t{1} << 32)) record.omitted += static_cast<uint64_t>(omitted);
+  r.guard = std::move(record);
+}
+
 void Apply(const json& event, AgentReport& r) {
   std::string type = Str(event, "type");
   if (type == "stream") {
@@ -185,6 +217,8 @@ void Apply(const json& event, AgentReport& r) {
     Installed(event, r);
   } else if (type == "network_attempts") {
     NetworkAttempts(event, r);
+  } else if (type == "guard") {
+    Guard(event, r);
   } else if (type == "exit") {
     r.exit_code = Int(event, "code");
   }

@@ -22,6 +22,7 @@ struct AgentReport {
   // Where the sandbox has no network: the destinations its code asked for, as the agent noted
   // them (netwatch.py); said by the sandbox, so listed as such and counted nowhere.
   std::optional<NetRecord> network_attempts;
+  std::optional<GuardRecord> guard;  // the guard's event (guard.py), when it was installed
   std::optional<MimeBundle> result;
   std::optional<ErrorInfo> error;
   std::string error_phase;  // "policy", "compile" or "run" when error is set

@@ -103,6 +103,18 @@ struct InstalledPackage {
   std::vector<std::string> modules;  // importable top-level names ("sklearn" for scikit-learn)
 };
 
+// What the guard (runtime::Guard) refused, as the sandbox's agent listed it: each event once
+// with what the policy forbids; past the list's bound only counted.
+struct GuardEvent {
+  std::string event;   // the audit event: "open", "subprocess.Popen", "socket.__new__", ...
+  std::string detail;  // what it was and why it is refused
+};
+struct GuardRecord {
+  std::string mode = "audit";
+  std::vector<GuardEvent> refused;
+  uint64_t omitted = 0;
+};
+
 struct Result {
   Status status = Status::kOk;
   int exit_code = 0;
@@ -129,6 +141,8 @@ struct Result {
   // Every connection the code tried through the host's proxy; set only when the execution had
   // a network policy (without one there is no network and nothing to list).
   std::optional<NetRecord> network;
+  // Set when the guard was in the interpreter that ran the code (said by the sandbox itself).
+  std::optional<GuardRecord> guard;
 };
 
 // "SIGKILL" for 9; "signal N" where the C library has no name.

@@ -205,6 +205,7 @@ Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits&
   r.installed = std::move(report.installed);
   // The proxy's record, where there is one, is set by the caller over this.
   r.network = std::move(report.network_attempts);
+  r.guard = std::move(report.guard);
   Classify(outcome, report, limits, r);
   KeepChangedFiles(program, outcome, r);
   return r;

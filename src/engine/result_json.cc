@@ -72,6 +72,7 @@ json ToJson(const Result& r) {
   j["findings"] = findings;
   if (!r.installed.empty()) j["installed"] = InstalledJson(r.installed);
   if (r.network) j["network"] = NetworkJson(*r.network);
+  if (r.guard) j["guard"] = GuardJson(*r.guard);
   if (r.session) {
     const SessionState& s = *r.session;
     j["session"] = {{"id", s.id},
@@ -109,6 +110,12 @@ json InstalledJson(const std::vector<InstalledPackage>& installed) {
   for (const auto& p : installed)
     list.push_back({{"name", p.name}, {"version", p.version}, {"modules", p.modules}});
   return list;
+}
+
+json GuardJson(const GuardRecord& record) {
+  json refused = json::array();
+  for (const GuardEvent& e : record.refused) refused.push_back({{"event", e.event}, {"detail", e.detail}});
+  return {{"mode", record.mode}, {"refused", std::move(refused)}, {"omitted", record.omitted}};
 }
 
 json NetPolicyJson(const NetPolicy& policy) {
@@ -252,6 +259,14 @@ Expected<Result> ResultFromJson(const json& j) {
       }
       record.omitted = it->at("omitted").get<uint64_t>();
       r.network = std::move(record);
+    }
+    if (auto it = j.find("guard"); it != j.end()) {
+      GuardRecord record{.mode = it->at("mode").get<std::string>(),
+                         .omitted = it->at("omitted").get<uint64_t>()};
+      for (const auto& e : it->at("refused"))
+        record.refused.push_back(
+            {.event = e.at("event").get<std::string>(), .detail = e.at("detail").get<std::string>()});
+      r.guard = std::move(record);
     }
   } catch (const json::exception& e) {
     // at() names the key it missed; get() the type it wanted.

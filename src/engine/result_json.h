@@ -19,6 +19,8 @@ nlohmann::json NetworkJson(const NetRecord& record);
 // {allow: [entry, ...], deny: [...]}, each entry as written: a policy as granted (a session's).
 nlohmann::json NetPolicyJson(const NetPolicy& policy);
 nlohmann::json InstalledJson(const std::vector<InstalledPackage>& installed);
+// {mode, refused: [{event, detail}], omitted}: the Result's `guard`.
+nlohmann::json GuardJson(const GuardRecord& record);
 
 // A Result read back from ToJson's form, as a client of the API renders it (`execbox run`
 // through a local server): everything RenderText, ProcessExitCode and --keep-files read

@@ -131,6 +131,11 @@ std::vector<TextPart> RenderText(const Result& r, const TextOptions& o) {
     if (r.network->omitted > 0)
       err("[execbox] network: " + std::to_string(r.network->omitted) + " more attempts not listed");
   }
+  if (r.guard) {
+    for (const GuardEvent& e : r.guard->refused) err("[execbox] guard refused " + e.event + ": " + e.detail);
+    if (r.guard->omitted > 0)
+      err("[execbox] guard: " + std::to_string(r.guard->omitted) + " more refusals not listed");
+  }
   for (const auto& f : r.findings) {
     // Refusals come as the error; Python's own compile warnings are on stderr already.
     if (f.severity == "error" || f.rule.ends_with("Warning")) continue;

@@ -102,6 +102,14 @@ Expected<nlohmann::json> RequestJson(const PythonProgram& program) {
     request["egress_fd"] = jail::kEgressFd;
     request["egress_port"] = kEgressPort;
   }
+  if (program.guard == Guard::kAudit && program.mode == Mode::kRun) {
+    // What the jail lets the code write (jail/policy.h), and the one library dir in it: the
+    // packages a session installed, whose extensions the guard takes as they are before the code.
+    request["guard"] = {{"writable", {jail::kHomeDir, "/tmp", "/dev/shm"}},
+                        {"libraries", {kPackagesBase}},
+                        {"network", program.egress},
+                        {"programs", program.guard_programs}};
+  }
   if (!program.package_set.empty()) {
     if (!IsPackageSetName(program.package_set)) return Fail("not a package set name");
     if (program.package_set_build_dir.empty())
@@ -135,6 +143,15 @@ std::string MakeStateCopyRequest(StateCopy what, uint64_t output_bytes) {
                             {"max_repr_bytes", output_bytes},
                             {"max_stream_event_bytes", output_bytes}};
   return request.dump();
+}
+
+std::string_view GuardName(Guard guard) { return kGuardNames[static_cast<int>(guard)]; }
+
+std::optional<Guard> GuardNamed(std::string_view name) {
+  for (Guard guard : {Guard::kOff, Guard::kAudit}) {
+    if (GuardName(guard) == name) return guard;
+  }
+  return std::nullopt;
 }
 
 Status CheckAnalyzerNames(const std::vector<std::string>& analyzers) {

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.h"
@@ -28,6 +30,17 @@ namespace execbox::runtime {
 //     process (its next execution starts empty); the
 //     result is {"context": name, "dropped": whether it existed}.
 enum class Mode { kRun, kCheck, kCommand, kListDir, kDropContext };
+
+// The guard (execbox_agent/guard.py, docs/security.md "The guard"): audit hooks (PEP 578) the
+// agent installs in the interpreter just before the code runs, which refuse what the sandbox's
+// policy forbids (writing outside the writable dirs, the network without a policy, programs
+// unless allowed, native libraries from outside the interpreter's, another hook) with a
+// PermissionError, and list it in the Result's `guard`. A layer inside the process, on top of
+// the jail, never instead of it.
+enum class Guard { kOff, kAudit };
+inline constexpr const char* kGuardNames[] = {"off", "audit"};
+std::string_view GuardName(Guard guard);
+std::optional<Guard> GuardNamed(std::string_view name);
 
 // Caps on what one figure may cost; bigger figures are downscaled and flagged.
 struct FigureLimits {
@@ -89,6 +102,10 @@ struct PythonProgram {
   // 127.0.0.1:kEgressPort, and the proxy variables point there. Set by the engine with the
   // jail's egress descriptor, never by a request.
   bool egress = false;
+  // kRun: the guard, and whether it lets the code run programs (subprocess, os.system, os.exec*).
+  // The engine's setting where a server has one ([engine] guard), else the request's.
+  Guard guard = Guard::kOff;
+  bool guard_programs = false;
 };
 
 // What PythonProgram::extra_mimes may hold: what E2B's code interpreter adds to a result (as

@@ -225,6 +225,40 @@ class ExecuteTest(SharedCase):
         r = self.assertResult(self.server.execute("print(1)", analyzers=["pyflakes"]), "ok")
         self.assertEqual(r["stdout"], "1\n")
 
+    def test_the_guard_refuses_what_the_sandbox_forbids_and_leaves_ordinary_code_alone(self):
+        # The scientific stack under the guard (warm, one-shot): fits, frames, a figure, a file.
+        code = ("import numpy as np, pandas as pd, matplotlib.pyplot as plt\n"
+                "from sklearn.cluster import KMeans\n"
+                "from sklearn.linear_model import LogisticRegression\n"
+                "from sklearn.datasets import load_iris\n"
+                "X, y = load_iris(return_X_y=True)\n"
+                "model = LogisticRegression(max_iter=500).fit(X, y)\n"
+                "labels = KMeans(n_clusters=3, n_init=3, random_state=0).fit_predict(X)\n"
+                "df = pd.DataFrame(X[:, :2], columns=['a', 'b']).assign(label=labels)\n"
+                "df.to_csv('iris.csv')\n"
+                "plt.scatter(df.a, df.b, c=df.label)\n"
+                "plt.show()\n"
+                "print(round(model.score(X, y), 2), sorted(set(labels)))\n"
+                "df.groupby('label').size().sum()\n")
+        r = self.assertResult(self.server.execute(code, guard="audit", limits={"timeout_seconds": 120}), "ok")
+        self.assertEqual(r["stdout"], "0.97 [0, 1, 2]\n", r["stderr"])
+        self.assertEqual(r["result"]["data"]["text/plain"], "150")
+        self.assertEqual(len([d for d in r["display"] if "image/png" in d["data"]]), 1, r["display"])
+        self.assertEqual([f["name"] for f in r["files"]], ["iris.csv"])
+        self.assertEqual(r["guard"]["mode"], "audit")
+        # What it refused, if anything, is only a program a library tried (find_library's ldconfig).
+        self.assertEqual({e["event"] for e in r["guard"]["refused"]} - {"subprocess.Popen"}, set(), r["guard"])
+        # What the sandbox forbids fails in the code as PermissionError, and is listed.
+        r = self.assertResult(self.server.execute("import os\nos.system('id')", guard="audit"), "error")
+        self.assertEqual(r["error"]["ename"], "PermissionError")
+        self.assertIn("execbox guard: os.system refused", r["error"]["evalue"])
+        self.assertEqual(r["guard"]["refused"], [{"event": "os.system", "detail": "running programs is not allowed"}])
+        # Without it, no guard in the result; another value is the request's error.
+        r = self.assertResult(self.server.execute("import os\nos.system('true')"), "ok")
+        self.assertNotIn("guard", r)
+        self.assertProblem(self.server.request("POST", "/v1/execute", {"code": "1", "guard": "strict"}), 400,
+                           "invalid-value")
+
     def test_execute_with_the_second_key(self):
         r = self.assertResult(self.server.execute("print(2 ** 10)", token=KEY_B), "ok")
         self.assertEqual(r["stdout"], "1024\n")

@@ -103,7 +103,7 @@ class McpGateTest(ApiTestCase):
         self.assertIn("no network", description)
         props = schema["properties"]
         # network: the same policy as /v1/execute's (tests/http/test_network.py uses it).
-        self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id", "network"}, props)
+        self.assertEqual(set(props), LIMIT_NAMES | {"code", "session_id", "network", "guard"}, props)
         self.assertEqual(schema["required"], ["code"])
         self.assertEqual(props["memory_mb"]["default"], 512, props["memory_mb"])
         self.assertEqual(props["memory_mb"]["minimum"], 16, props["memory_mb"])

@@ -61,8 +61,8 @@ await step("tools/list", async () => {
   check("schemas", tools.every((t) => t.inputSchema?.type === "object" && t.outputSchema?.type === "object"));
   const exec = tools.find((t) => t.name === "execute_python")?.inputSchema;
   const limits = ["timeout_seconds", "cpu_seconds", "memory_mb", "max_processes", "output_bytes", "disk_mb"];
-  check("execute_python: code, session_id, network and the six limits, flat",
-    JSON.stringify(Object.keys(exec?.properties ?? {}).sort()) === JSON.stringify([...limits, "code", "session_id", "network"].sort()),
+  check("execute_python: code, session_id, network, guard and the six limits, flat",
+    JSON.stringify(Object.keys(exec?.properties ?? {}).sort()) === JSON.stringify([...limits, "code", "session_id", "network", "guard"].sort()),
     JSON.stringify(exec?.properties));
   check("execute_python: the built-in defaults and maxima",
     exec?.properties?.memory_mb?.default === 256 && exec?.properties?.memory_mb?.maximum === 4096 &&
@@ -84,6 +84,13 @@ await step("print", async () => {
     JSON.stringify(r.structuredContent));
   if (throughServer) check("print: on the local server's warm pool", r.structuredContent?.usage?.engine === "warm",
     JSON.stringify(r.structuredContent?.usage));
+});
+
+await step("guard", async () => {
+  const r = await client.callTool({ name: "execute_python", arguments: { code: "import os\nos.system('id')", guard: "audit" } },
+    undefined, long);
+  check("guard: the code's PermissionError, listed", r.isError === true && r.structuredContent?.error?.ename === "PermissionError" &&
+    r.structuredContent?.guard?.refused?.[0]?.event === "os.system", JSON.stringify(r.structuredContent));
 });
 
 await step("check_python", async () => {

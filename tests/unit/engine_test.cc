@@ -143,6 +143,32 @@ TEST(Report, TakesNetworkAttemptsBoundedAndAsRefusedOnly) {
   EXPECT_FALSE(ParseReport(R"({"type":"network_attempts","attempts":"no"})" "\n").network_attempts);
 }
 
+TEST(Report, TakesTheGuardsRefusalsBoundedAndOnce) {
+  std::string many;
+  for (int i = 0; i < 70; ++i) many += R"({"event":"open","detail":"d)" + std::to_string(i) + R"("},)";
+  // A multi-byte character across the detail's bound is cut before it, never through it.
+  const std::string long_detail = std::string(399, 'x') + "\u00e9tail";
+  AgentReport r = ParseReport(R"({"type":"guard","mode":"audit","refused":[{"event":"os.system","detail":")" +
+                              long_detail + R"("},7,)" + many +
+                              R"({"event":"last"}],"omitted":2})"
+                              "\n" +
+                              R"({"type":"guard","mode":"audit","refused":[{"event":"again"}]})"
+                              "\n");
+  ASSERT_TRUE(r.guard.has_value());
+  ASSERT_EQ(r.guard->refused.size(), 64u);
+  EXPECT_EQ(r.guard->refused[0].event, "os.system");
+  EXPECT_EQ(r.guard->refused[0].detail, std::string(399, 'x'));
+  EXPECT_EQ(r.guard->refused[1].detail, "d0");
+  EXPECT_EQ(r.guard->omitted, 71u - 63 + 2);  // the objects past the 64th, and what the agent omitted
+  // Only the guard's one mode; anything else is no guard at all.
+  EXPECT_FALSE(ParseReport(R"({"type":"guard","mode":"off","refused":[]})"
+                           "\n")
+                   .guard);
+  EXPECT_TRUE(ParseReport(R"({"type":"guard","mode":"audit"})"
+                          "\n")
+                  .guard);
+}
+
 TEST(PackageNames, TakesNamesWithVersionsAndNothingElse) {
   for (const char* ok : {"tqdm", "python-docx", "a_b.c", "x==1.2", "x>=1,<2", "pkg[extra]==1.0", "z~=2.1"}) {
     EXPECT_TRUE(runtime::CheckPackageNames({ok})) << ok;

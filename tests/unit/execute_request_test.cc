@@ -232,6 +232,21 @@ TEST(ParseExecuteBody, FilenameIsWhatTracebacksShow) {
   ExpectProblem(ExecuteProblem(R"j({"code": "1", "filename": 7})j"), 400, "wrong-type", "'filename'");
 }
 
+TEST(ParseExecuteBody, GuardIsOffOrAudit) {
+  auto guarded = Admit(R"j({"code": "1", "guard": "audit"})j");
+  ASSERT_TRUE(guarded.has_value()) << guarded.error().detail;
+  EXPECT_EQ(guarded->program.guard, runtime::Guard::kAudit);
+  auto plain = Admit(R"j({"code": "1", "guard": "off"})j");
+  ASSERT_TRUE(plain.has_value()) << plain.error().detail;
+  EXPECT_EQ(plain->program.guard, runtime::Guard::kOff);
+  EXPECT_EQ(Admit(R"j({"code": "1"})j")->program.guard, runtime::Guard::kOff);
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "guard": "strict"})j"), 400, "invalid-value", "'guard'");
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "guard": true})j"), 400, "wrong-type", "'guard'");
+  // A session's executions have the server's guard: the field is a one-shot's.
+  ExpectProblem(ExecuteProblem(R"j({"code": "1", "guard": "audit"})j", /*allow_session_id=*/false), 400,
+                "unknown-field", "guard");
+}
+
 TEST(ParseExecuteBody, NullIsAbsentForOptionalFields) {
   auto r = Admit(
       R"j({"code": "1", "stdin": null, "files": null, "limits": {"memory_mb": null}, "policy": null, "filename": null, "session_id": null})j");
@@ -590,7 +605,7 @@ TEST(OpenApiDocument, RequestSchemasMatchTheParser) {
   };
   EXPECT_EQ(keys(schemas["ExecuteRequest"]["properties"]),
             (std::set<std::string>{"code", "stdin", "files", "limits", "policy", "filename", "packages",
-                                   "session_id", "network", "analyzers", "lint"}));
+                                   "session_id", "network", "analyzers", "lint", "guard"}));
   EXPECT_EQ(schemas["ExecuteRequest"]["additionalProperties"], false);
   EXPECT_EQ(keys(schemas["Limits"]["properties"]),
             (std::set<std::string>{"timeout_seconds", "cpu_seconds", "memory_mb", "max_processes",

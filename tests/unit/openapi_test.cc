@@ -68,7 +68,8 @@ TEST(OpenApiDocument, RequestBodiesAreTheRequestSchemas) {
   EXPECT_EQ(Keys(session_body["properties"]), Names(kSessionBody));
   EXPECT_EQ(session_body["additionalProperties"], false);
   // The session route's body is the one-shot body less what it leaves out.
-  EXPECT_EQ(schemas["SessionExecuteRequest"]["properties"], json({{"session_id", false}, {"network", false}}));
+  EXPECT_EQ(schemas["SessionExecuteRequest"]["properties"],
+            json({{"session_id", false}, {"network", false}, {"guard", false}}));
   for (const RequestField* field : FieldsOf(kExecuteBody)) {
     const json& property = schemas["ExecuteRequest"]["properties"][std::string(field->name)];
     if (field->nullable) {

@@ -19,13 +19,14 @@ constexpr Request kEveryRequest[] = {
     kListProcessesTool, kReadOutputTool,     kSendInputTool,     kSignalProcessTool};
 
 TEST(RequestSchema, EachRequestListsItsFieldsInTheRefusalsOrder) {
-  EXPECT_EQ(AllowedNames(kExecuteBody),
-            "code, stdin, files, limits, policy, filename, packages, session_id, network, analyzers, lint");
+  EXPECT_EQ(
+      AllowedNames(kExecuteBody),
+      "code, stdin, files, limits, policy, filename, packages, session_id, network, analyzers, lint, guard");
   EXPECT_EQ(AllowedNames(kSessionExecuteBody),
             "code, stdin, files, limits, policy, filename, packages, analyzers, lint");
   EXPECT_EQ(AllowedNames(kCheckBody), "code, policy, analyzers, lint");
   EXPECT_EQ(AllowedNames(kSessionBody), "limits, checkpoint, packages, network");
-  EXPECT_EQ(AllowedNames(kExecutePythonTool), "code, limits, packages, session_id, network");
+  EXPECT_EQ(AllowedNames(kExecutePythonTool), "code, limits, packages, session_id, network, guard");
   EXPECT_EQ(AllowedNames(kCreateSessionTool), "limits, packages, network");
   EXPECT_EQ(AllowedNames(kInputFile), "name, content_base64");
   EXPECT_EQ(AllowedNames(kProcessStartBody), "argv, command, env, cwd, pty, rows, cols, stdin, tag");

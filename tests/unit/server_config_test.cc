@@ -183,6 +183,21 @@ TEST(Config, LintBlockListsCodes) {
   EXPECT_NE(LoadError("[lint]\nallow = []\n").find("lint.allow: unknown key"), std::string::npos);
 }
 
+TEST(Config, GuardAndWhatItAllows) {
+  auto c = Load("[engine]\nguard = \"audit\"\nguard_allow = [\"subprocess\"]\n");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->guard, runtime::Guard::kAudit);
+  EXPECT_TRUE(c->guard_programs);
+  c = Load("");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->guard, runtime::Guard::kOff);
+  EXPECT_FALSE(c->guard_programs);
+  EXPECT_NE(LoadError("[engine]\nguard = \"strict\"\n").find("engine.guard: must be \"off\" or \"audit\""),
+            std::string::npos);
+  EXPECT_NE(LoadError("[engine]\nguard_allow = [\"network\"]\n").find("engine.guard_allow: 'network'"),
+            std::string::npos);
+}
+
 TEST(Config, WrongTypesAreNamed) {
   EXPECT_NE(
       LoadError("[http]\nmax_connections = \"many\"\n").find("http.max_connections: expected an integer"),

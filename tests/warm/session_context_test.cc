@@ -305,6 +305,54 @@ TEST_F(SessionContext, DropContextEmptiesThatContextOnly) {
   EXPECT_EQ(Value("y", "b"), "3");
 }
 
+// The guard in a session (docs/security.md "The guard"): installed by the first guarded execution,
+// it stays in the kernel for the session's life, the agent's own later programs included; the
+// session's own loopback is not the network; and a one-shot warm child has it for its one run.
+TEST_F(SessionContext, TheGuardStaysInTheKernelFromItsFirstGuardedExecution) {
+  EXPECT_EQ(Value("import subprocess\nsubprocess.run(['/bin/true']).returncode"), "0");
+  auto guarded = Op(Mode::kRun,
+                    "import socket, subprocess\n"
+                    "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+                    "s.bind(('127.0.0.1', 0))\n"
+                    "s.listen()\n"
+                    "c = socket.create_connection(s.getsockname())\n"
+                    "c.close(), s.close()\n"
+                    "subprocess.run(['/bin/true'])\n");
+  guarded.guard = runtime::Guard::kAudit;
+  Result r = Do(guarded);
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "PermissionError") << Describe(r);
+  EXPECT_NE(r.error->evalue.find("subprocess.Popen refused"), std::string::npos) << r.error->evalue;
+  ASSERT_TRUE(r.guard.has_value()) << Describe(r);
+  ASSERT_EQ(r.guard->refused.size(), 1u) << Describe(r);
+  EXPECT_EQ(r.guard->refused[0].event, "subprocess.Popen");
+  // A later execution that does not ask for it still has it, and says so.
+  r = Do(Op(Mode::kRun, "import os\nos.system('true')"));
+  ASSERT_TRUE(r.error.has_value()) << Describe(r);
+  EXPECT_EQ(r.error->ename, "PermissionError") << Describe(r);
+  ASSERT_TRUE(r.guard.has_value()) << Describe(r);
+  EXPECT_EQ(r.guard->refused.at(0).event, "os.system");
+  // The kernel's own shell command is refused like the code's (the same interpreter).
+  r = Do(Op(Mode::kCommand, "echo no"));
+  EXPECT_NE(Describe(r).find("subprocess.Popen refused"), std::string::npos) << Describe(r);
+  EXPECT_EQ(Out(r), "");
+  // The variables are as they were.
+  EXPECT_EQ(Value("type(s).__name__"), "'socket'");
+  // A one-shot warm child has it for its one execution.
+  auto once = Program("import subprocess\nsubprocess.run(['/bin/true'])");
+  once.guard = runtime::Guard::kAudit;
+  auto one = g_engine->Execute(once);
+  ASSERT_TRUE(one.has_value()) << one.error().message;
+  ASSERT_TRUE(one->error.has_value()) << Describe(*one);
+  EXPECT_EQ(one->error->ename, "PermissionError") << Describe(*one);
+  EXPECT_EQ(one->engine, "warm");
+  ASSERT_TRUE(one->guard.has_value());
+  one = g_engine->Execute(Program("import subprocess\nsubprocess.run(['/bin/true']).returncode"));
+  ASSERT_TRUE(one.has_value()) << one.error().message;
+  EXPECT_EQ(one->status, Status::kOk) << Describe(*one);
+  EXPECT_FALSE(one->guard.has_value());
+}
+
 // The modes besides Python are a session's: a one-shot child refuses them, as the cold path does.
 TEST_F(Warm, SessionOnlyModesAreRefusedOutsideASession) {
   auto p = Program("echo no");

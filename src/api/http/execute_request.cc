@@ -420,6 +420,12 @@ Read ReadField(const RequestField& field, const json& value, Reading& out) {
       return ReadStrings(field, value, out.call.program.analyzers);
     case FieldId::kLint:
       return ReadLintField(value, out);
+    case FieldId::kGuard: {
+      auto guard = runtime::GuardNamed(value.get<std::string>());
+      if (!guard) return InvalidValue("guard", "must be 'off' or 'audit'");
+      out.call.program.guard = *guard;
+      return {};
+    }
     case FieldId::kFileName:
     case FieldId::kFileContent:
       break;  // a file's, read with it (ReadFile)

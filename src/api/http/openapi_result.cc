@@ -103,6 +103,7 @@ json Result() {
        {"limits", OpenApiResultLimitsSchema()},
        {"isolation", Isolation()},
        {"network", Schema("Network")},
+       {"guard", Schema("Guard")},
        {"installed",
         ArrayOf(Schema("InstalledPackage"),
                 "Present when the request's `packages` installed something: each distribution installed from "

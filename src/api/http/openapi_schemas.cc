@@ -114,6 +114,25 @@ json Packages() {
                               "what a request's `packages` or `pip install` in the sandbox can install.")}});
 }
 
+// The Result's `guard` (engine::GuardRecord).
+json Guard() {
+  json event =
+      Object({"event", "detail"},
+             {{"event", String("The audit event: `open`, `subprocess.Popen`, `socket.__new__`, ...")},
+              {"detail", String("What it was and what the guard's policy forbids.")}},
+             true);
+  json guard =
+      Object({"mode", "refused", "omitted"},
+             {{"mode", {{"const", "audit"}}},
+              {"refused", ArrayOf(event, "Each event the guard refused, once, in order; at most 64.")},
+              {"omitted", Count("Refusals past the list's bound.")}},
+             true);
+  guard["description"] =
+      "Present when the guard (audit hooks in the interpreter, docs/security.md \"The guard\") was in the "
+      "interpreter that ran the code: what it refused, as the sandbox's agent listed it.";
+  return guard;
+}
+
 }  // namespace
 
 json SessionSchemas() {
@@ -140,6 +159,7 @@ json ServiceSchemas() {
       {"Packages", Packages()},
       {"Network", NetworkRecordSchema(Schema("NetworkConnection"))},
       {"NetworkConnection", NetworkConnectionSchema()},
+      {"Guard", Guard()},
       {"InstalledPackage", Object({"name", "version", "modules"},
                                   {{"name", String("The distribution's name, e.g. scikit-learn.")},
                                    {"version", String()},

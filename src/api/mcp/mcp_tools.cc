@@ -252,6 +252,12 @@ engine::Refused<void> ReadArgument(const RequestField& field, const json& value,
       out.program.lint_block = std::move(*codes);
       return {};
     }
+    case FieldId::kGuard: {
+      auto guard = runtime::GuardNamed(value.get<std::string>());
+      if (!guard) return std::unexpected(BadArgument("'guard' must be 'off' or 'audit'"));
+      out.program.guard = *guard;
+      return {};
+    }
     case FieldId::kLimits:  // each limit is an argument of its own (engine::FindLimit)
     case FieldId::kStdin:
     case FieldId::kFiles:

@@ -414,6 +414,21 @@ constexpr RequestField kTable[] = {
             "need run whether `analyzers` names them or not (F: pyflakes, B: bandit, others: flake8). The "
             "server's `[lint] block` is added to every request's. At most 200 codes of 1 to 16 letters "
             "and digits (400 `invalid-value` otherwise)."}}}},
+    {.id = FieldId::kGuard,
+     .name = "guard",
+     .in = kExecuteBody | kExecutePythonTool,
+     .type = JsonType::kString,
+     .pattern = "^(off|audit)$",
+     .default_json = "\"off\"",
+     .descriptions =
+         {{{kExecuteBody | kExecutePythonTool,
+            "`audit`: the guard, audit hooks in the interpreter installed just before the code runs, on top "
+            "of the jail: what the sandbox forbids (writing outside the work dir, /tmp and /dev/shm; the "
+            "network without a policy; running programs unless the server allows it; native libraries from "
+            "outside the interpreter's; another audit hook) raises PermissionError naming the event, and the "
+            "result's `guard.refused` lists it. A server whose `[engine] guard` is `audit` guards every "
+            "run, whatever this says; a session's executions have the server's. Another value is 400 "
+            "`invalid-value`."}}}},
 };
 
 // A row's id is its index, and every id has its row: a field is found by id without a search.
@@ -421,7 +436,7 @@ constexpr bool IdsAreIndices() {
   for (size_t i = 0; i < std::size(kTable); ++i) {
     if (static_cast<size_t>(kTable[i].id) != i) return false;
   }
-  return std::size(kTable) == static_cast<size_t>(FieldId::kLint) + 1;
+  return std::size(kTable) == static_cast<size_t>(FieldId::kGuard) + 1;
 }
 static_assert(IdsAreIndices(), "the table's rows are in FieldId's order, one for each");
 

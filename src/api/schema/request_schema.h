@@ -88,6 +88,7 @@ enum class FieldId {
   kNetwork,     // a one-shot execution's or a session's network policy
   kAnalyzers,   // the seed's linters to run (runtime::kAnalyzers)
   kLint,        // {"block": [codes]}: the linters' codes that refuse the run
+  kGuard,       // "off" | "audit": the guard in the interpreter (runtime::Guard)
 };
 
 enum class JsonType { kNone, kString, kBoolean, kArray, kObject, kInteger };

@@ -9,6 +9,7 @@ import builtins
 import os
 import sys
 
+from . import guard
 from .analyzers import analyze, analyzers_for
 from .cell import (CompileFailure, compile_cell, execute, format_exception, new_main_module, run_error_event,
                    syntax_error_event)
@@ -179,6 +180,7 @@ def run(state, request):
     sys.meta_path.insert(0, hook)
     state.tracker.install()
     _RESERVE = bytes(1 << 20)
+    guard.install(request["guard"])  # last: what the agent did before is not the code's
 
     exit_code, error, value = 0, None, None
     try:

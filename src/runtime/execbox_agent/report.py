@@ -11,6 +11,8 @@
 #      "evalue", "traceback": [line, ...], "line"?, "column"?, "text"?}
 #     {"type": "network_attempts", "attempts": [{host, port}], "omitted": int}
 #                                      (just before exit; without network only: netwatch.py)
+#     {"type": "guard", "mode": "audit", "refused": [{event, detail}], "omitted": int}
+#                                      (just before exit, once the guard is installed: guard.py)
 #     {"type": "exit", "code": int}                      (last, whenever the agent finishes)
 # Text MIME values are str, binary ones (image/png, image/jpeg, ...) base64 str, JSON ones
 # (application/json, */*+json) JSON values. Every bundle has text/plain.
@@ -25,7 +27,7 @@ import _thread
 import codecs
 import os
 
-from . import netwatch, wire_json
+from . import guard, netwatch, wire_json
 from .text import utf8_len
 
 REPORT_FD = 3
@@ -124,12 +126,16 @@ class Reporter:
     def emit(self, event):
         if not self.active() or os.getpid() != self._pid:
             return
-        # Before the exit event, what the code tried to reach without network (netwatch.py).
-        attempts = netwatch.take_event() if event.get("type") == "exit" else None
+        # Before the exit event, what the code tried to reach without network (netwatch.py),
+        # and what the guard refused (guard.py).
+        ending = event.get("type") == "exit"
+        attempts = netwatch.take_event() if ending else None
+        guarded = guard.take_event() if ending else None
         with self._lock:
             self._flush_stream_locked()
-            if attempts is not None:
-                self._write_locked(attempts)
+            for before in (attempts, guarded):
+                if before is not None:
+                    self._write_locked(before)
             self._write_locked(event)
 
     def record_stream(self, name, data):

@@ -15,7 +15,9 @@
 #      E2B's code interpreter adds, asked for by the E2B front end; see e2b_formats.py),
 #      "analyzers": [str] (from ANALYZERS: the seed's linters on the code, run or check mode),
 #      "lint_block": [str] (codes of letters and digits: an analyzer's finding whose code starts
-#      with one refuses the run; its analyzer runs whether named or not; analyzers.py)}
+#      with one refuses the run; its analyzer runs whether named or not; analyzers.py),
+#      "guard": {"writable": [path], "libraries": [path], "network": bool, "programs": bool}
+#      (the audit hooks installed before the code runs, and what they allow; guard.py)}
 from . import wire_json
 from .analyzers import ANALYZERS
 from .errors import RequestError
@@ -112,6 +114,23 @@ def _lint_block_field(request):
     return tuple(codes)
 
 
+def _guard_field(request):
+    """The "guard" object, or None when the request has none."""
+    guard = request.get("guard")
+    if guard is None:
+        return None
+    if not isinstance(guard, dict):
+        raise RequestError("guard must be an object")
+    for key in ("writable", "libraries"):
+        paths = guard.get(key)
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p.startswith("/") for p in paths):
+            raise RequestError("guard.%s must be a list of absolute paths" % key)
+    for key in ("network", "programs"):
+        if not isinstance(guard.get(key), bool):
+            raise RequestError("guard.%s must be true or false" % key)
+    return {key: guard[key] for key in ("writable", "libraries", "network", "programs")}
+
+
 def parse_request(request):
     """The checked request, with defaults, from the decoded JSON value."""
     if not isinstance(request, dict):
@@ -162,6 +181,7 @@ def parse_request(request):
         "extra_mimes": _choices_field(request, "extra_mimes", EXTRA_MIMES),
         "analyzers": _choices_field(request, "analyzers", ANALYZERS),
         "lint_block": _lint_block_field(request),
+        "guard": _guard_field(request),
         "package_set": _string_field(request, "package_set"),  # the host's: wheelhouse.use_set
         # Network through the host (egress.py): the connector's descriptor and the relay's port.
         "egress_fd": _int_field(request, "egress_fd", None),

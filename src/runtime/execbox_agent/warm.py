@@ -13,7 +13,7 @@ import os
 import sys
 
 from .cell import compile_cell, execute, register_source, run_error_event
-from . import netwatch
+from . import guard, netwatch
 from .child import ChildServer
 from .execution import add_dist_packages
 from .figures import seed_matplotlib_cache, warm_plot
@@ -117,6 +117,7 @@ def serve(channel_fd, session, layer=-1, egress_port=0, prewarm=True):
         netwatch.stop()
     else:
         netwatch.install(local_loopback=bool(session))
+    guard.local_loopback[0] = bool(session)
     try:
         ChildServer(channel_fd, bool(session), layer).loop(bool(prewarm))
     except BaseException as exc:  # noqa: BLE001 - the agent itself failed

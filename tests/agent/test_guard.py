@@ -1,0 +1,141 @@
+"""The guard's audit hooks (execbox_agent/guard.py) in an interpreter of their own (a hook lasts
+as long as its process): each event the policy forbids raises PermissionError naming it and is
+listed once; what it allows (writing in the writable directories, reading anywhere, a unix
+socket, a library already loaded) is untouched; and nothing the code can reach turns it off."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AGENT_PARENT = os.path.join(ROOT, "src", "runtime")
+
+PRELUDE = """
+import json, os, sys
+sys.path.insert(0, %(parent)r)
+from execbox_agent import guard
+guard.install({"writable": [%(work)r], "libraries": [], "network": %(network)s, "programs": %(programs)s})
+del sys.path[0]
+outcomes = {}
+def attempt(name, action):
+    try:
+        action()
+        outcomes[name] = "allowed"
+    except PermissionError as exc:
+        outcomes[name] = "refused: " + str(exc)
+    except Exception as exc:
+        outcomes[name] = "failed: %%s: %%s" %% (type(exc).__name__, exc)
+"""
+
+EPILOGUE = """
+print(json.dumps({"outcomes": outcomes, "event": guard.take_event()}))
+"""
+
+
+def run_guarded(body, network=False, programs=False):
+    with tempfile.TemporaryDirectory() as work:
+        script = PRELUDE % {"parent": AGENT_PARENT, "work": work, "network": network, "programs": programs}
+        script += textwrap.dedent(body) + EPILOGUE
+        done = subprocess.run([sys.executable, "-I", "-c", script], cwd=work, capture_output=True, text=True,
+                              timeout=60)
+        if done.returncode != 0:
+            raise AssertionError("the guarded script failed:\n" + done.stderr)
+        return json.loads(done.stdout.splitlines()[-1]), work
+
+
+class GuardTest(unittest.TestCase):
+    def assertRefused(self, outcomes, name, event):
+        self.assertTrue(outcomes[name].startswith("refused: execbox guard: %s refused" % event), (name, outcomes[name]))
+
+    def test_each_forbidden_event_is_refused_and_listed(self):
+        result, work = run_guarded("""
+            import socket, subprocess, ctypes, gc
+            attempt("write_outside", lambda: open("/etc/guard-test", "w"))
+            attempt("append_outside", lambda: os.open("/etc/hostname", os.O_WRONLY | os.O_APPEND))
+            attempt("remove_outside", lambda: os.remove("/etc/hostname"))
+            attempt("rename_into_outside", lambda: os.rename("in.txt", "/etc/in.txt"))
+            attempt("escape_by_link", lambda: (os.symlink("/etc", "etc-link"), open("etc-link/x", "w")))
+            attempt("socket_inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            attempt("lookup", lambda: socket.getaddrinfo("example.com", 443))
+            attempt("popen", lambda: subprocess.run(["/bin/true"]))
+            attempt("system", lambda: os.system("true"))
+            attempt("exec", lambda: os.execv("/bin/true", ["true"]))
+            attempt("spawn", lambda: os.posix_spawn("/bin/true", ["true"], {}))
+            attempt("dlopen_new", lambda: ctypes.CDLL("/nonexistent/libevil.so"))
+            attempt("extension_outside", lambda: __import__("importlib.machinery").machinery.ExtensionFileLoader(
+                "evil", os.path.abspath("evil.so")).create_module(
+                __import__("importlib.util").util.spec_from_file_location("evil", os.path.abspath("evil.so"))))
+            called = []
+            sys.addaudithook(lambda *a: called.append(a))  # CPython drops it quietly
+            open(os.devnull).close()
+            outcomes["add_hook"] = "called" if called else "never called"
+            attempt("gc_objects", lambda: gc.get_objects())
+            attempt("gc_referrers", lambda: gc.get_referrers(guard))
+        """)
+        outcomes = result["outcomes"]
+        for name, event in (("write_outside", "open"), ("append_outside", "open"), ("remove_outside", "os.remove"),
+                            ("rename_into_outside", "os.rename"), ("escape_by_link", "open"),
+                            ("socket_inet", "socket.__new__"), ("lookup", "socket.getaddrinfo"),
+                            ("popen", "subprocess.Popen"), ("system", "os.system"), ("exec", "os.exec"),
+                            ("spawn", "os.posix_spawn"), ("dlopen_new", "ctypes.dlopen"),
+                            ("extension_outside", "import"),
+                            ("gc_objects", "gc.get_objects"), ("gc_referrers", "gc.get_referrers")):
+            self.assertRefused(outcomes, name, event)
+        self.assertEqual(outcomes["add_hook"], "never called")
+        self.assertFalse(os.path.exists(os.path.join(work, "etc-link", "x")))
+        event = result["event"]
+        self.assertEqual(event["mode"], "audit")
+        listed = {e["event"] for e in event["refused"]}
+        self.assertTrue({"open", "os.remove", "subprocess.Popen", "os.system", "socket.__new__", "ctypes.dlopen",
+                         "import", "sys.addaudithook", "gc.get_objects"} <= listed, event)
+        self.assertIn("/etc/guard-test", json.dumps(event))
+
+    def test_what_the_policy_allows_is_untouched(self):
+        result, work = run_guarded("""
+            import socket, ctypes, tempfile
+            def files():
+                with open("out.txt", "w") as f:
+                    f.write("x")
+                os.mkdir("d")
+                os.rename("out.txt", "d/out.txt")
+                os.remove("d/out.txt")
+                os.rmdir("d")
+                open("/dev/null", "w").close()
+            attempt("files", files)
+            attempt("read_anywhere", lambda: open("/etc/hostname").read())
+            attempt("unix_socket", lambda: [s.close() for s in socket.socketpair()])
+            attempt("loaded_library", lambda: ctypes.CDLL("libc.so.6").getpid())
+            attempt("interpreter", lambda: ctypes.CDLL(None))
+            attempt("stdlib_extension", lambda: __import__("_bz2"))
+        """)
+        self.assertEqual(set(result["outcomes"].values()), {"allowed"}, result)
+        self.assertEqual(result["event"]["refused"], [])
+
+    def test_network_and_programs_when_the_policy_allows_them(self):
+        result, _ = run_guarded("""
+            import socket, subprocess
+            attempt("socket_inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())
+            attempt("popen", lambda: subprocess.run(["/bin/true"], check=True))
+        """, network=True, programs=True)
+        self.assertEqual(set(result["outcomes"].values()), {"allowed"}, result)
+
+    def test_the_code_cannot_turn_it_off(self):
+        result, _ = run_guarded("""
+            guard._mode[0] = None
+            guard.install({"writable": ["/"], "libraries": [], "network": True, "programs": True})
+            attempt("write_outside", lambda: open("/etc/guard-test", "w"))
+            attempt("system", lambda: os.system("true"))
+            guard._mode[0] = "audit"
+        """)
+        # The second hook, one that would allow more, is never added (and would not have helped:
+        # every hook sees every event, and the first still refuses).
+        self.assertIn("sys.addaudithook", {e["event"] for e in result["event"]["refused"]})
+        self.assertRefused(result["outcomes"], "write_outside", "open")
+        self.assertRefused(result["outcomes"], "system", "os.system")
+
+
+if __name__ == "__main__":
+    unittest.main()
