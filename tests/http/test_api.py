@@ -249,10 +249,14 @@ class ExecuteTest(SharedCase):
         # What it refused, if anything, is only a program a library tried (find_library's ldconfig).
         self.assertEqual({e["event"] for e in r["guard"]["refused"]} - {"subprocess.Popen"}, set(), r["guard"])
         # What the sandbox forbids fails in the code as PermissionError, and is listed.
-        r = self.assertResult(self.server.execute("import os\nos.system('id')", guard="audit"), "error")
+        code = f"# guarded {os.urandom(8).hex()}\nimport os\nos.system('id')"
+        r = self.assertResult(self.server.execute(code, guard="audit"), "error")
         self.assertEqual(r["error"]["ename"], "PermissionError")
         self.assertIn("execbox guard: os.system refused", r["error"]["evalue"])
         self.assertEqual(r["guard"]["refused"], [{"event": "os.system", "detail": "running programs is not allowed"}])
+        # The audit log's line says what the guard refused.
+        line = wait_until(lambda: [l for l in read_audit(AUDIT_LOG) if l.get("code_sha256") == sha256_hex(code)], 10)
+        self.assertEqual(line[0]["guard"], r["guard"], line)
         # Without it, no guard in the result; another value is the request's error.
         r = self.assertResult(self.server.execute("import os\nos.system('true')"), "ok")
         self.assertNotIn("guard", r)
