@@ -1,9 +1,10 @@
 // `make bench`: one table of p50, p95 and throughput, every row measured in the same run and
 // given as a ratio to plain `python3 -c 'print(1)'` (plot rows also to the plain-python plot):
 // plain python3, bubblewrap, the cold jail (`execbox run --server never`), `execbox run` through
-// a local `execbox serve --unix` started for the bench, the warm pool (Engine::Execute) and a
-// session (Sessions::Execute); then sustained throughput at concurrency 1, 2 and 8, memory
-// per idle session, and the targets of docs/design.md, "Performance intent", met or not.
+// a local `execbox serve --unix` started for the bench, the warm pool (Engine::Execute; also with
+// the guard's audit hooks) and a session (Sessions::Execute); then sustained throughput at
+// concurrency 1, 2 and 8, memory per idle session, and the targets of docs/design.md,
+// "Performance intent", met or not.
 //
 //   execbox_bench [EXECBOX] [--quick] [--runs N] [--workers N] [--seconds S] [--sessions N]
 #include <fcntl.h>
@@ -454,8 +455,9 @@ int main(int argc, char** argv) {
 
   const auto settle = std::chrono::milliseconds(75);
   std::vector<double> warm_setup_ms;
-  auto warm = [&](const std::string& code) {
+  auto warm = [&](const std::string& code, runtime::Guard guard = runtime::Guard::kOff) {
     auto p = Program(code);
+    p.guard = guard;
     auto t = Clock::now();
     auto r = Check(eng->Execute(p), "warm pool", "warm");
     double ms = MsSince(t);
@@ -486,6 +488,7 @@ int main(int argc, char** argv) {
       {"execbox run (local server)", false, [&] { return served(served_print); }},
       {"warm pool (Engine::Execute)", false, [&] { return warm(print1); }},
       {"  import numpy (not standard)", false, [&] { return warm(numpy_print); }},
+      {"  with guard: audit", false, [&] { return warm(print1, runtime::Guard::kAudit); }},
       {"session (Sessions::Execute)", false, [&] { return in_session(print1, sid); }},
       {"  with checkpoint: true", false, [&] { return in_session(print1, undoable->id); }},
       {"python3 -c (baseline for plots)", true, [&] { return RunOnce(plain_plot); }},
@@ -493,6 +496,7 @@ int main(int argc, char** argv) {
       {"execbox run (cold jail)", true, [&] { return RunOnce(cold_plot); }},
       {"execbox run (local server)", true, [&] { return served(served_plot); }},
       {"warm pool (Engine::Execute)", true, [&] { return warm(plot); }},
+      {"  with guard: audit", true, [&] { return warm(plot, runtime::Guard::kAudit); }},
       {"session (Sessions::Execute)", true, [&] { return in_session(plot, sid); }},
   };
   enum {
@@ -502,6 +506,7 @@ int main(int argc, char** argv) {
     kServed,
     kWarm,
     kWarmNumpy,
+    kWarmGuarded,
     kSession,
     kCheckpointed,
     kPlainPlot,
@@ -509,6 +514,7 @@ int main(int argc, char** argv) {
     kColdPlot,
     kServedPlot,
     kWarmPlot,
+    kWarmPlotGuarded,
     kSessionPlot
   };
 
