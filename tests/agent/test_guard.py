@@ -72,6 +72,13 @@ class GuardTest(unittest.TestCase):
             sys.addaudithook(lambda *a: called.append(a))  # CPython drops it quietly
             open(os.devnull).close()
             outcomes["add_hook"] = "called" if called else "never called"
+            libc = ctypes.CDLL(None)
+            attempt("libc_system", lambda: libc.system)
+            attempt("libc_open", lambda: getattr(libc, "open"))
+            attempt("libc_syscall", lambda: libc.syscall)
+            attempt("libc_socket", lambda: libc.socket)
+            attempt("raw_dlsym", lambda: __import__("_ctypes").dlsym(libc._handle, "execve"))
+            attempt("clear_hooks", lambda: ctypes.pythonapi._PySys_ClearAuditHooks)
             attempt("gc_objects", lambda: gc.get_objects())
             attempt("gc_referrers", lambda: gc.get_referrers(guard))
         """)
@@ -81,7 +88,10 @@ class GuardTest(unittest.TestCase):
                             ("socket_inet", "socket.__new__"), ("lookup", "socket.getaddrinfo"),
                             ("popen", "subprocess.Popen"), ("system", "os.system"), ("exec", "os.exec"),
                             ("spawn", "os.posix_spawn"), ("dlopen_new", "ctypes.dlopen"),
-                            ("extension_outside", "import"),
+                            ("extension_outside", "import"), ("libc_system", "ctypes.dlsym"),
+                            ("libc_open", "ctypes.dlsym"), ("libc_syscall", "ctypes.dlsym"),
+                            ("libc_socket", "ctypes.dlsym"), ("raw_dlsym", "ctypes.dlsym/handle"),
+                            ("clear_hooks", "ctypes.dlsym"),
                             ("gc_objects", "gc.get_objects"), ("gc_referrers", "gc.get_referrers")):
             self.assertRefused(outcomes, name, event)
         self.assertEqual(outcomes["add_hook"], "never called")
@@ -108,6 +118,7 @@ class GuardTest(unittest.TestCase):
             attempt("read_anywhere", lambda: open("/etc/hostname").read())
             attempt("unix_socket", lambda: [s.close() for s in socket.socketpair()])
             attempt("loaded_library", lambda: ctypes.CDLL("libc.so.6").getpid())
+            attempt("harmless_symbol", lambda: ctypes.CDLL(None).strlen(b"abc"))
             attempt("interpreter", lambda: ctypes.CDLL(None))
             attempt("stdlib_extension", lambda: __import__("_bz2"))
         """)
@@ -119,6 +130,9 @@ class GuardTest(unittest.TestCase):
             import socket, subprocess
             attempt("socket_inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM).close())
             attempt("popen", lambda: subprocess.run(["/bin/true"], check=True))
+            import ctypes
+            attempt("libc_system", lambda: ctypes.CDLL(None).system)
+            attempt("libc_socket", lambda: ctypes.CDLL(None).socket)
         """, network=True, programs=True)
         self.assertEqual(set(result["outcomes"].values()), {"allowed"}, result)
 

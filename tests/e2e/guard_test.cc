@@ -43,6 +43,7 @@ attempt("popen", lambda: subprocess.run(["/bin/true"]))
 attempt("system", lambda: os.system("true"))
 attempt("execv", lambda: os.execv("/bin/true", ["true"]))
 attempt("dlopen", lambda: ctypes.CDLL("/tmp/libevil.so"))
+attempt("libc", lambda: ctypes.CDLL(None).system(b"true"))
 attempt("gc", lambda: gc.get_objects())
 attempt("file", lambda: open("kept.txt", "w").write("fine"))
 attempt("tmp", lambda: open("/tmp/t.txt", "w").write("fine"))
@@ -55,7 +56,7 @@ attempt("unix", lambda: socket.socketpair())
             "write: refused open\nremove: refused os.remove\nlink_out: refused open\n"
             "socket: refused socket.__new__\nlookup: refused socket.getaddrinfo\n"
             "popen: refused subprocess.Popen\nsystem: refused os.system\nexecv: refused os.exec\n"
-            "dlopen: refused ctypes.dlopen\ngc: refused gc.get_objects\n"
+            "dlopen: refused ctypes.dlopen\nlibc: refused ctypes.dlsym\ngc: refused gc.get_objects\n"
             "file: allowed\ntmp: allowed\nread: allowed\nunix: allowed\n")
       << run.out;
   const json& guard = run.json["guard"];
@@ -70,7 +71,7 @@ attempt("unix", lambda: socket.socketpair())
   }
   EXPECT_EQ(events, (std::set<std::string>{"open", "os.remove", "socket.__new__", "socket.getaddrinfo",
                                            "subprocess.Popen", "os.system", "os.exec", "ctypes.dlopen",
-                                           "gc.get_objects"}))
+                                           "ctypes.dlsym", "gc.get_objects"}))
       << guard.dump();
   EXPECT_NE(details.find("writing /usr/guard-test"), std::string::npos) << details;
   EXPECT_NE(details.find("writing /etc/x"), std::string::npos) << details;  // the link, resolved

@@ -46,6 +46,23 @@ _PATH_EVENTS = {
     "os.setxattr": ((0, None),), "os.removexattr": ((0, None),),
 }
 _INTROSPECTION_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents")
+# The C library's doors to what the events above guard, looked up by name through ctypes (each
+# lookup is a ctypes.dlsym event; a call through a found pointer is none): a program, a socket
+# or a file changed by a path no event sees, a library loaded without ctypes.dlopen, any system
+# call at all, the interpreter's hooks. Refused by name whatever the library, the interpreter's
+# own included; programs and the network only where the policy refuses them.
+_PROGRAM_SYMBOLS = frozenset((
+    "system", "popen", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp", "fexecve",
+    "execveat", "posix_spawn", "posix_spawnp", "vfork"))
+_DOOR_SYMBOLS = frozenset((
+    "syscall", "open", "open64", "openat", "openat64", "creat", "creat64", "fopen", "fopen64", "freopen",
+    "freopen64", "rename", "renameat", "renameat2", "unlink", "unlinkat", "mkdir", "mkdirat", "rmdir",
+    "symlink", "symlinkat", "link", "linkat", "chmod", "fchmodat", "chown", "lchown", "fchownat",
+    "truncate", "truncate64", "mknod", "mknodat", "mkfifo", "dlopen", "dlmopen", "__libc_dlopen_mode",
+    "mprotect", "pkey_mprotect", "ptrace", "process_vm_writev", "PySys_AddAuditHook", "_PySys_ClearAuditHooks"))
+_NETWORK_SYMBOLS = frozenset((
+    "socket", "connect", "bind", "sendto", "sendmsg", "getaddrinfo", "gethostbyname", "gethostbyname2",
+    "gethostbyaddr"))
 
 
 def _text(value):
@@ -172,6 +189,11 @@ def _make_hook(writable, libraries, network, loopback, programs):
                 why = check_socket(event, args)
         elif event == "ctypes.dlopen":
             why = check_library(args[0])
+        elif event in ("ctypes.dlsym", "ctypes.dlsym/handle"):
+            name = args[1] if isinstance(args[1], str) else None
+            if (name in _DOOR_SYMBOLS or name in _PROGRAM_SYMBOLS and not programs
+                    or name in _NETWORK_SYMBOLS and not network):
+                why = "looking up %s in a library: it would do what the guard refuses, unseen" % name
         elif event == "import":
             if args[0] in ("_cffi_backend",):
                 why = "cffi loads libraries no audit event sees"
