@@ -1,7 +1,9 @@
 """The guard's audit hooks (execbox_agent/guard.py) in an interpreter of their own (a hook lasts
 as long as its process): each event the policy forbids raises PermissionError naming it and is
 listed once; what it allows (writing in the writable directories, reading anywhere, a unix
-socket, a library already loaded) is untouched; and nothing the code can reach turns it off."""
+socket, a library already loaded) is untouched; and nothing the code can reach turns it off.
+These run on the host, with no jail behind the guard: what they try to change is only ever a
+directory of the test's own beside the writable one (OUTSIDE, holding the file `victim`)."""
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ import json, os, sys
 sys.path.insert(0, %(parent)r)
 from execbox_agent import guard
 guard.install({"writable": [%(work)r], "libraries": [], "network": %(network)s, "programs": %(programs)s})
+OUTSIDE = %(outside)r
 del sys.path[0]
 outcomes = {}
 def attempt(name, action):
@@ -36,14 +39,21 @@ print(json.dumps({"outcomes": outcomes, "event": guard.take_event()}))
 
 
 def run_guarded(body, network=False, programs=False):
-    with tempfile.TemporaryDirectory() as work:
-        script = PRELUDE % {"parent": AGENT_PARENT, "work": work, "network": network, "programs": programs}
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as outside:
+        with open(os.path.join(outside, "victim"), "w") as f:
+            f.write("intact")
+        script = PRELUDE % {"parent": AGENT_PARENT, "work": work, "outside": outside, "network": network,
+                            "programs": programs}
         script += textwrap.dedent(body) + EPILOGUE
         done = subprocess.run([sys.executable, "-I", "-c", script], cwd=work, capture_output=True, text=True,
                               timeout=60)
         if done.returncode != 0:
             raise AssertionError("the guarded script failed:\n" + done.stderr)
-        return json.loads(done.stdout.splitlines()[-1]), work
+        with open(os.path.join(outside, "victim")) as f:
+            intact = f.read() == "intact" and os.listdir(outside) == ["victim"]
+        if not intact:
+            raise AssertionError("the guarded script changed the directory beside the writable one")
+        return json.loads(done.stdout.splitlines()[-1]), sorted(os.listdir(work))
 
 
 class GuardTest(unittest.TestCase):
@@ -51,13 +61,14 @@ class GuardTest(unittest.TestCase):
         self.assertTrue(outcomes[name].startswith("refused: execbox guard: %s refused" % event), (name, outcomes[name]))
 
     def test_each_forbidden_event_is_refused_and_listed(self):
-        result, work = run_guarded("""
+        result, left = run_guarded("""
             import socket, subprocess, ctypes, gc
-            attempt("write_outside", lambda: open("/etc/guard-test", "w"))
-            attempt("append_outside", lambda: os.open("/etc/hostname", os.O_WRONLY | os.O_APPEND))
-            attempt("remove_outside", lambda: os.remove("/etc/hostname"))
-            attempt("rename_into_outside", lambda: os.rename("in.txt", "/etc/in.txt"))
-            attempt("escape_by_link", lambda: (os.symlink("/etc", "etc-link"), open("etc-link/x", "w")))
+            open("in.txt", "w").close()
+            attempt("write_outside", lambda: open(OUTSIDE + "/new", "w"))
+            attempt("append_outside", lambda: os.open(OUTSIDE + "/victim", os.O_WRONLY | os.O_APPEND))
+            attempt("remove_outside", lambda: os.remove(OUTSIDE + "/victim"))
+            attempt("rename_into_outside", lambda: os.rename("in.txt", OUTSIDE + "/in.txt"))
+            attempt("escape_by_link", lambda: (os.symlink(OUTSIDE, "out-link"), open("out-link/x", "w")))
             attempt("socket_inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             attempt("lookup", lambda: socket.getaddrinfo("example.com", 443))
             attempt("popen", lambda: subprocess.run(["/bin/true"]))
@@ -95,16 +106,16 @@ class GuardTest(unittest.TestCase):
                             ("gc_objects", "gc.get_objects"), ("gc_referrers", "gc.get_referrers")):
             self.assertRefused(outcomes, name, event)
         self.assertEqual(outcomes["add_hook"], "never called")
-        self.assertFalse(os.path.exists(os.path.join(work, "etc-link", "x")))
+        self.assertEqual(left, ["in.txt", "out-link"])
         event = result["event"]
         self.assertEqual(event["mode"], "audit")
         listed = {e["event"] for e in event["refused"]}
         self.assertTrue({"open", "os.remove", "subprocess.Popen", "os.system", "socket.__new__", "ctypes.dlopen",
                          "import", "sys.addaudithook", "gc.get_objects"} <= listed, event)
-        self.assertIn("/etc/guard-test", json.dumps(event))
+        self.assertIn("/new: only ", json.dumps(event))
 
     def test_what_the_policy_allows_is_untouched(self):
-        result, work = run_guarded("""
+        result, _ = run_guarded("""
             import socket, ctypes, tempfile
             def files():
                 with open("out.txt", "w") as f:
@@ -115,7 +126,7 @@ class GuardTest(unittest.TestCase):
                 os.rmdir("d")
                 open("/dev/null", "w").close()
             attempt("files", files)
-            attempt("read_anywhere", lambda: open("/etc/hostname").read())
+            attempt("read_anywhere", lambda: open(OUTSIDE + "/victim").read())
             attempt("unix_socket", lambda: [s.close() for s in socket.socketpair()])
             attempt("loaded_library", lambda: ctypes.CDLL("libc.so.6").getpid())
             attempt("harmless_symbol", lambda: ctypes.CDLL(None).strlen(b"abc"))
@@ -140,10 +151,22 @@ class GuardTest(unittest.TestCase):
         result, _ = run_guarded("""
             guard._mode[0] = None
             guard.install({"writable": ["/"], "libraries": [], "network": True, "programs": True})
-            attempt("write_outside", lambda: open("/etc/guard-test", "w"))
+            # What the hook's helpers would look up at call time, were they not bound before.
+            import builtins, posixpath
+            os.path.realpath = posixpath.realpath = lambda path, **kw: os.getcwd() + "/x"
+            os.lstat = lambda *a, **kw: os.stat(os.getcwd())
+            guard._PATH_EVENTS.clear()
+            guard._DOOR_SYMBOLS = guard._PROGRAM_SYMBOLS = frozenset()
+            guard.isinstance = guard.str = guard.len = guard.set = guard.type = None
+            builtins.len = lambda x: 0
+            attempt("write_outside", lambda: open(OUTSIDE + "/new", "w"))
+            attempt("remove_outside", lambda: os.remove(OUTSIDE + "/victim"))
+            attempt("libc_system", lambda: __import__("ctypes").CDLL(None).system)
             attempt("system", lambda: os.system("true"))
             guard._mode[0] = "audit"
         """)
+        self.assertRefused(result["outcomes"], "remove_outside", "os.remove")
+        self.assertRefused(result["outcomes"], "libc_system", "ctypes.dlsym")
         # The second hook, one that would allow more, is never added (and would not have helped:
         # every hook sees every event, and the first still refuses).
         self.assertIn("sys.addaudithook", {e["event"] for e in result["event"]["refused"]})

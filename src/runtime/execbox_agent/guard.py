@@ -9,12 +9,14 @@
 # one-shot child ends with its execution, and a session's kernel keeps it (the agent's own later
 # programs in that session, an analyzer or a package install, are refused like the code's:
 # whatever the agent could still do, the code in the same interpreter could do too). Nothing
-# turns it off: its policy is frozen in the hook's closure, and no reference to the hook is
-# kept anywhere the code can reach without the collector's lists, which it refuses.
+# turns it off: its policy and all it calls are bound in the hook's closure (_make_hook), and no
+# reference to the hook is kept anywhere the code can reach without the collector's lists,
+# which it refuses.
 #
-# A layer, not a boundary: audit events do not cover everything (a library already loaded
-# through ctypes can write the interpreter's memory; _posixsubprocess.fork_exec raises no event;
-# os.open with dir_fd= names its path relative to a directory the event does not carry).
+# A layer, not a boundary: audit events do not cover everything (ctypes writes memory and calls
+# a function by its address unseen; _posixsubprocess.fork_exec raises no event; os.open with
+# dir_fd= names its path relative to a directory the event does not carry; a link swapped
+# between the check and the open leads elsewhere).
 # Under a jail they are caught again by the kernel; docs/security.md lists them.
 import os
 import sys
@@ -65,161 +67,232 @@ _NETWORK_SYMBOLS = frozenset((
     "gethostbyaddr"))
 
 
-def _text(value):
-    if isinstance(value, (bytes, bytearray)):
-        value = os.fsdecode(bytes(value))
-    return str(value)[:_MAX_DETAIL]
-
-
-def _under(path, dirs):
-    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
-
-
-def _resolve(path, dir_fd=None):
-    """The absolute path with its symbolic links resolved (what the kernel would reach), or None
-    for a descriptor (an open file: its opening was checked)."""
-    if isinstance(path, int) or path is None:
-        return None
-    path = os.fsdecode(os.fspath(path))
-    if not os.path.isabs(path):
-        base = os.getcwd()
-        if isinstance(dir_fd, int) and dir_fd >= 0:
-            try:
-                base = os.readlink("/proc/self/fd/%d" % dir_fd)
-            except OSError:
-                return "<a path relative to descriptor %d>" % dir_fd
-        path = os.path.join(base, path)
-    # The last component need not exist (a file being created); its directory's links count.
-    head, tail = os.path.split(os.path.normpath(path))
-    return os.path.join(os.path.realpath(head), tail)
-
-
-def _mapped_libraries():
-    """The file names of the shared objects this process has mapped."""
-    names = set()
-    try:
-        with open("/proc/self/maps", "rb") as f:
-            for line in f.read().decode("utf-8", "replace").splitlines():
-                fields = line.split(None, 5)
-                if len(fields) == 6 and fields[5].startswith("/"):
-                    names.add(fields[5])
-    except OSError:
-        pass
-    return names
-
-
-def _make_hook(writable, libraries, network, loopback, programs):
-    """The hook, its policy frozen in its closure (tuples and booleans)."""
+def _make_hook(writable, libraries, network, loopback, programs, refused, omitted):
+    """The hook, with its policy and everything it calls bound in its closure before the code
+    runs: the code can rebind any module's names (this one's, os.path's, builtins'), never a
+    closure's, and it reaches neither the hook nor these functions without the collector's
+    lists. So nothing here looks a name up in a module at call time: no os.path.realpath (whose
+    os.lstat the code could replace), no builtins but those bound below."""
+    import _stat
+    import posix
     import socket
-    unix = socket.AF_UNIX
-    record = _record
+    lstat, readlink, getcwd = posix.lstat, posix.readlink, posix.getcwd
+    posix_open, posix_read, posix_close, O_RDONLY = posix.open, posix.read, posix.close, posix.O_RDONLY
+    S_ISLNK = _stat.S_ISLNK
+    type_, str_, bytes_, int_, tuple_, len_, set_ = type, str, bytes, int, tuple, len, set
+    OSError_, PermissionError_ = OSError, PermissionError
+    AF_UNIX, AF_INET, AF_INET6 = socket.AF_UNIX, socket.AF_INET, socket.AF_INET6
+    write_flags, max_detail, max_listed = _WRITE_FLAGS, _MAX_DETAIL, MAX_LISTED
+    writable_devices = frozenset(_WRITABLE_DEVICES)
+    program_events, lookup_events = frozenset(_PROGRAM_EVENTS), frozenset(_LOOKUP_EVENTS)
+    address_events, introspection_events = frozenset(_ADDRESS_EVENTS), frozenset(_INTROSPECTION_EVENTS)
+    path_events = {event: tuple_(where) for event, where in _PATH_EVENTS.items()}
+    door_symbols, program_symbols, network_symbols = _DOOR_SYMBOLS, _PROGRAM_SYMBOLS, _NETWORK_SYMBOLS
+    writable_text = ", ".join(writable)
+    lib_dirs, lib_files = libraries
 
-    def loopback_host(host):
-        host = _text(host)
-        return host in ("localhost", "::1", "ip6-localhost") or host.startswith("127.")
+    def text(value):
+        if type_(value) is bytes_:
+            value = value.decode("utf-8", "replace")
+        return str_(value)[:max_detail]
+
+    def decode(path):
+        return path.decode("utf-8", "surrogateescape") if type_(path) is bytes_ else path
+
+    def under(path, dirs):
+        for d in dirs:
+            if path == d or path.startswith(d.rstrip("/") + "/"):
+                return True
+        return False
+
+    def real(path):
+        """The absolute `path` with its symbolic links resolved as the kernel would follow them
+        now; a missing component and what follows it are taken as written."""
+        pending = [p for p in path.split("/") if p and p != "."]
+        done = []
+        hops = 0
+        while pending:
+            name = pending.pop(0)
+            if name == "..":
+                if done:
+                    done.pop()
+                continue
+            here = "/" + "/".join(done + [name])
+            try:
+                mode = lstat(here).st_mode
+            except OSError_:
+                return "/" + "/".join(done + [name] + pending)
+            if not S_ISLNK(mode):
+                done.append(name)
+                continue
+            hops += 1
+            if hops > 40:
+                return here  # a loop: the kernel refuses it too (ELOOP)
+            target = readlink(here)
+            if target.startswith("/"):
+                done = []
+            pending = [p for p in target.split("/") if p and p != "."] + pending
+        return "/" + "/".join(done)
+
+    def resolve(path, dir_fd):
+        """Where `path` leads, or None for a descriptor (an open file: its opening was checked)."""
+        if path is None or type_(path) is int_:
+            return None
+        path = decode(path)
+        if type_(path) is not str_:
+            return "<a path of type %s>" % text(type_(path).__name__)
+        if not path.startswith("/"):
+            base = getcwd()
+            if type_(dir_fd) is int_ and dir_fd >= 0:
+                try:
+                    base = readlink("/proc/self/fd/%d" % dir_fd)
+                except OSError_:
+                    return "<a path relative to descriptor %d>" % dir_fd
+            path = base + "/" + path
+        return real(path)
+
+    def check_path(path, dir_fd, doing):
+        where = resolve(path, dir_fd)
+        if where is None or under(where, writable):
+            return None
+        return "%s %s: only %s are writable" % (doing, text(where), writable_text)
 
     def check_open(args):
         path, _mode_text, flags = args
-        if not isinstance(flags, int) or not flags & _WRITE_FLAGS:
+        if type_(flags) is not int_ or not flags & write_flags:
             return None
-        if isinstance(path, (str, bytes)) and os.fsdecode(path) in _WRITABLE_DEVICES:
+        if type_(path) in (str_, bytes_) and decode(path) in writable_devices:
             return None
         return check_path(path, None, "writing")
 
-    def check_path(path, dir_fd, doing):
-        where = _resolve(path, dir_fd)
-        if where is None or _under(where, writable):
-            return None
-        return "%s %s: only %s are writable" % (doing, where, ", ".join(writable))
-
     def check_paths(event, args):
-        for at, fd_at in _PATH_EVENTS[event]:
-            dir_fd = args[fd_at] if fd_at is not None and fd_at < len(args) else None
+        for at, fd_at in path_events[event]:
+            dir_fd = args[fd_at] if fd_at is not None and fd_at < len_(args) else None
             why = check_path(args[at], dir_fd, "changing")
             if why:
                 return why
         return None
 
+    def loopback_host(host):
+        host = text(host)
+        return host in ("localhost", "::1", "ip6-localhost") or host.startswith("127.")
+
     def check_socket(event, args):
         if event == "socket.__new__":
             family = args[1]
-            if family == unix or loopback and family in (socket.AF_INET, socket.AF_INET6):
+            if family == AF_UNIX or loopback and family in (AF_INET, AF_INET6):
                 return None
-            return "a socket of family %s: the sandbox has no network" % _text(family)
-        if event in _LOOKUP_EVENTS:
+            return "a socket of family %s: the sandbox has no network" % text(family)
+        if event in lookup_events:
             if loopback and (args[0] is None or loopback_host(args[0])):
                 return None
-            return "looking up %s: the sandbox has no network" % _text(args[0])
-        address = args[1] if len(args) > 1 else None
-        if isinstance(address, (str, bytes)) or address is None:
+            return "looking up %s: the sandbox has no network" % text(args[0])
+        address = args[1] if len_(args) > 1 else None
+        if address is None or type_(address) in (str_, bytes_):
             return None  # a unix socket's path
-        if loopback and isinstance(address, tuple) and address and loopback_host(address[0]):
+        if loopback and type_(address) is tuple_ and address and loopback_host(address[0]):
             return None
-        return "%s: the sandbox has no network" % _text(address)
+        return "%s: the sandbox has no network" % text(address)
 
-    lib_dirs, lib_files = libraries
+    def mapped_libraries():
+        """The file names of the shared objects this process has mapped."""
+        chunks = []
+        try:
+            fd = posix_open("/proc/self/maps", O_RDONLY)
+            try:
+                while True:
+                    chunk = posix_read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+            finally:
+                posix_close(fd)
+        except OSError_:
+            pass
+        names = set_()
+        for line in b"".join(chunks).decode("utf-8", "replace").split("\n"):
+            fields = line.split(None, 5)
+            if len_(fields) == 6 and fields[5].startswith("/"):
+                names.add(fields[5])
+        return names
 
     def library(where):
-        return where in lib_files or _under(where, lib_dirs)
+        return where in lib_files or under(where, lib_dirs)
 
     def check_library(name):
         if name is None:
             return None  # the interpreter itself
-        text = os.fsdecode(name) if isinstance(name, bytes) else str(name)
-        mapped = _mapped_libraries()
-        if "/" in text:
-            where = os.path.realpath(text)
+        name = decode(name)
+        if type_(name) is not str_:
+            return "loading a library named by a %s" % text(type_(name).__name__)
+        mapped = mapped_libraries()
+        if "/" in name:
+            where = real(name if name.startswith("/") else getcwd() + "/" + name)
             if where in mapped or library(where):
                 return None
-        elif any(os.path.basename(m) == text for m in mapped):
+        else:
+            for m in mapped:
+                if m.rsplit("/", 1)[-1] == name:
+                    return None
+        return "loading %s: only the interpreter's libraries and those already loaded" % text(name)
+
+    def check_symbol(name):
+        if type_(name) is not str_:
             return None
-        return "loading %s: only the interpreter's libraries and those already loaded" % _text(text)
+        if name in door_symbols or name in program_symbols and not programs or name in network_symbols and not network:
+            return "looking up %s in a library: it would do what the guard refuses, unseen" % name
+        return None
+
+    def check_import(args):
+        if args[0] == "_cffi_backend":
+            return "cffi loads libraries no audit event sees"
+        filename = args[1]
+        if filename is None or type_(filename) not in (str_, bytes_):
+            return None
+        filename = decode(filename)
+        if filename.endswith((".py", ".pyc")):
+            return None
+        where = real(filename)
+        if library(where):
+            return None
+        return "loading the extension module %s from outside the interpreter's libraries" % text(where)
+
+    def record(event, why):
+        entry = (event, why[:max_detail])
+        if entry in refused:
+            return
+        if len_(refused) >= max_listed:
+            omitted[0] += 1
+            return
+        refused.append(entry)
 
     def hook(event, args):
         why = None
         if event == "open":
             why = check_open(args)
-        elif event in _PATH_EVENTS:
+        elif event in path_events:
             why = check_paths(event, args)
-        elif event in _PROGRAM_EVENTS:
+        elif event in program_events:
             if not programs:
                 why = "running programs is not allowed"
         elif event.startswith("socket."):
-            if not network and (event == "socket.__new__" or event in _LOOKUP_EVENTS or event in _ADDRESS_EVENTS):
+            if not network and (event == "socket.__new__" or event in lookup_events or event in address_events):
                 why = check_socket(event, args)
         elif event == "ctypes.dlopen":
             why = check_library(args[0])
-        elif event in ("ctypes.dlsym", "ctypes.dlsym/handle"):
-            name = args[1] if isinstance(args[1], str) else None
-            if (name in _DOOR_SYMBOLS or name in _PROGRAM_SYMBOLS and not programs
-                    or name in _NETWORK_SYMBOLS and not network):
-                why = "looking up %s in a library: it would do what the guard refuses, unseen" % name
+        elif event == "ctypes.dlsym" or event == "ctypes.dlsym/handle":
+            why = check_symbol(args[1])
         elif event == "import":
-            if args[0] in ("_cffi_backend",):
-                why = "cffi loads libraries no audit event sees"
-            elif args[1] is not None and not str(args[1]).endswith((".py", ".pyc")):
-                where = os.path.realpath(os.fsdecode(args[1]))
-                if not library(where):
-                    why = "loading the extension module %s from outside the interpreter's libraries" % where
+            why = check_import(args)
         elif event == "sys.addaudithook":
             why = "adding an audit hook"
-        elif event in _INTROSPECTION_EVENTS:
+        elif event in introspection_events:
             why = "listing the collector's objects"
         if why:
             record(event, why)
-            raise PermissionError("execbox guard: %s refused (%s)" % (event, why))
+            raise PermissionError_("execbox guard: %s refused (%s)" % (event, why))
 
     return hook
-
-
-def _record(event, why):
-    entry = (event, why[:_MAX_DETAIL])
-    if entry in _refused:
-        return
-    if len(_refused) >= MAX_LISTED:
-        _omitted[0] += 1
-        return
-    _refused.append(entry)
 
 
 def install(policy):
@@ -232,12 +305,16 @@ def install(policy):
     # counts for the extensions it holds now, not for what the code may write there later; a
     # writable directory on sys.path (the work dir) does not count at all.
     named = [os.path.realpath(d) for d in policy["libraries"]]
-    files = frozenset(_extensions_in([d for d in named if _under(d, writable)]))
-    dirs = tuple(d for d in named + _interpreter_dirs() if not _under(d, writable))
-    hook = _make_hook(writable, (dirs, files), policy["network"], local_loopback[0],
-                      policy["programs"])
+    files = frozenset(_extensions_in([d for d in named if _inside(d, writable)]))
+    dirs = tuple(d for d in named + _interpreter_dirs() if not _inside(d, writable))
+    hook = _make_hook(writable, (dirs, files), policy["network"], local_loopback[0], policy["programs"],
+                      _refused, _omitted)
     _mode[0] = "audit"
     sys.addaudithook(hook)
+
+
+def _inside(path, dirs):
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
 def _extensions_in(dirs):
