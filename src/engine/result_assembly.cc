@@ -206,6 +206,10 @@ Result AssembleResult(const runtime::PythonProgram& program, const jail::Limits&
   // The proxy's record, where there is one, is set by the caller over this.
   r.network = std::move(report.network_attempts);
   r.guard = std::move(report.guard);
+  // A guarded run says so whatever its report says: the code may have hidden the agent's event
+  // (or never reached the guard: a syntax error, a kill), and the host asked for the guard.
+  if (!r.guard && program.guard == runtime::Guard::kAudit && program.mode == runtime::Mode::kRun)
+    r.guard = GuardRecord{};
   Classify(outcome, report, limits, r);
   KeepChangedFiles(program, outcome, r);
   return r;

@@ -81,6 +81,19 @@ attempt("unix", lambda: socket.socketpair())
   EXPECT_TRUE(kept) << run.out;
 }
 
+// The agent's listing is the sandbox's word, which the code can silence; that the run was guarded
+// is the host's, and the result says it either way.
+TEST_P(Guard, CodeThatHidesTheGuardsEventStillGetsAGuardedResult) {
+  Invocation run = Code(
+      "import sys\nsys.modules['execbox_agent.guard'].take_event = lambda: None\n"
+      "try:\n    open('/usr/x', 'w')\nexcept PermissionError as e:\n    print(e)\n",
+      {"--guard", "audit"});
+  ASSERT_EQ(run.json["status"], "ok") << run.out << run.err;
+  EXPECT_TRUE(run.json["stdout"].get<std::string>().starts_with("execbox guard: open refused")) << run.out;
+  EXPECT_EQ(run.json["guard"], json({{"mode", "audit"}, {"refused", json::array()}, {"omitted", 0}}))
+      << run.out;
+}
+
 TEST_P(Guard, WithoutItTheJailRefusesAloneAndTheResultHasNoGuard) {
   Invocation run = Code(std::string(kAttempt) + "attempt('write', lambda: open('/usr/guard-test', 'w'))\n");
   ASSERT_EQ(run.json["status"], "ok") << run.out << run.err;
