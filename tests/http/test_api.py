@@ -253,7 +253,9 @@ class ExecuteTest(SharedCase):
         r = self.assertResult(self.server.execute(code, guard="audit"), "error")
         self.assertEqual(r["error"]["ename"], "PermissionError")
         self.assertIn("execbox guard: os.system refused", r["error"]["evalue"])
-        self.assertEqual(r["guard"]["refused"], [{"event": "os.system", "detail": "running programs is not allowed"}])
+        # The detail says where: the code's own line here, a library's for what a library did.
+        self.assertEqual(r["guard"]["refused"],
+                         [{"event": "os.system", "detail": "running programs is not allowed, by <cell> line 3"}])
         # The audit log's line says what the guard refused.
         line = wait_until(lambda: [l for l in read_audit(AUDIT_LOG) if l.get("code_sha256") == sha256_hex(code)], 10)
         self.assertEqual(line[0]["guard"], r["guard"], line)

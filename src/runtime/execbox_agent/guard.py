@@ -90,6 +90,21 @@ def _make_hook(writable, libraries, network, loopback, programs, refused, omitte
     door_symbols, program_symbols, network_symbols = _DOOR_SYMBOLS, _PROGRAM_SYMBOLS, _NETWORK_SYMBOLS
     writable_text = ", ".join(writable)
     lib_dirs, lib_files = libraries
+    getframe = sys._getframe
+    stdlib = os.path.dirname(os.__file__) + "/"
+
+    def caller():
+        """Where the event came from: the innermost frame outside the standard library (a
+        library's import that runs `uname`, or the code's own line), as "file line N"."""
+        frame = getframe(2)  # past the hook and its own caller's C frame
+        outermost = None
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not name.startswith(stdlib):
+                return "%s line %d" % (text(name), frame.f_lineno)
+            outermost = frame
+            frame = frame.f_back
+        return text(outermost.f_code.co_filename) if outermost is not None else "?"
 
     def text(value):
         if type_(value) is bytes_:
@@ -289,7 +304,7 @@ def _make_hook(writable, libraries, network, loopback, programs, refused, omitte
         elif event in introspection_events:
             why = "listing the collector's objects"
         if why:
-            record(event, why)
+            record(event, "%s, by %s" % (why, caller()))
             raise PermissionError_("execbox guard: %s refused (%s)" % (event, why))
 
     return hook
