@@ -91,6 +91,10 @@ class GuardTest(unittest.TestCase):
             attempt("raw_dlsym", lambda: __import__("_ctypes").dlsym(libc._handle, "execve"))
             attempt("clear_hooks", lambda: ctypes.pythonapi._PySys_ClearAuditHooks)
             attempt("gc_objects", lambda: gc.get_objects())
+            # A thread with no Python frame of its own is refused and listed all the same.
+            import _thread, time
+            _thread.start_new_thread(os.system, ("true",))
+            time.sleep(0.5)
             attempt("gc_referrers", lambda: gc.get_referrers(guard))
         """)
         outcomes = result["outcomes"]
@@ -113,6 +117,12 @@ class GuardTest(unittest.TestCase):
         self.assertTrue({"open", "os.remove", "subprocess.Popen", "os.system", "socket.__new__", "ctypes.dlopen",
                          "import", "sys.addaudithook", "gc.get_objects"} <= listed, event)
         self.assertIn("/new: only ", json.dumps(event))
+        # Each says where: the script's line, the import machinery's caller, a bare thread.
+        where = {e["event"]: [] for e in event["refused"]}
+        for e in event["refused"]:
+            where[e["event"]].append(e["detail"].rsplit(", by ", 1)[1].split(" line ")[0])
+        self.assertEqual(sorted(where["os.system"]), ["<string>", "a thread with no Python frames"], event)
+        self.assertEqual(where["import"], ["<string>"], event)
 
     def test_what_the_policy_allows_is_untouched(self):
         result, _ = run_guarded("""

@@ -80,7 +80,7 @@ def _make_hook(writable, libraries, network, loopback, programs, refused, omitte
     posix_open, posix_read, posix_close, O_RDONLY = posix.open, posix.read, posix.close, posix.O_RDONLY
     S_ISLNK = _stat.S_ISLNK
     type_, str_, bytes_, int_, tuple_, len_, set_ = type, str, bytes, int, tuple, len, set
-    OSError_, PermissionError_ = OSError, PermissionError
+    OSError_, PermissionError_, ValueError_ = OSError, PermissionError, ValueError
     AF_UNIX, AF_INET, AF_INET6 = socket.AF_UNIX, socket.AF_INET, socket.AF_INET6
     write_flags, max_detail, max_listed = _WRITE_FLAGS, _MAX_DETAIL, MAX_LISTED
     writable_devices = frozenset(_WRITABLE_DEVICES)
@@ -96,11 +96,14 @@ def _make_hook(writable, libraries, network, loopback, programs, refused, omitte
     def caller():
         """Where the event came from: the innermost frame outside the standard library (a
         library's import that runs `uname`, or the code's own line), as "file line N"."""
-        frame = getframe(2)  # past the hook and its own caller's C frame
+        try:
+            frame = getframe(2)  # past this and the hook
+        except ValueError_:
+            return "a thread with no Python frames"  # _thread.start_new_thread(os.system, ...)
         outermost = None
         while frame is not None:
             name = frame.f_code.co_filename
-            if not name.startswith(stdlib):
+            if not name.startswith(stdlib) and not name.startswith("<frozen "):
                 return "%s line %d" % (text(name), frame.f_lineno)
             outermost = frame
             frame = frame.f_back
