@@ -30,6 +30,7 @@ struct ReplArgs {
   std::string lint_profile = "permissive";  // --policy
   bool json = false;
   std::string save_figures;
+  std::string guard = "off";  // --guard: every cell's, as a server's [engine] guard
 };
 
 const char* const kReplHelp =
@@ -438,7 +439,10 @@ int RunRepl(const ReplArgs& a) {
     Err("execbox repl: cannot start the sandbox: " + engine.error().message + "\n");
     return 70;
   }
-  engine::Gate gate(**engine, {.limits = CommandLineLimits(), .max_running = 1, .max_queue = 0});
+  engine::Gate gate(**engine, {.limits = CommandLineLimits(),
+                               .max_running = 1,
+                               .max_queue = 0,
+                               .guard = *runtime::GuardNamed(a.guard)});
   // The session takes the limits: they are every cell's.
   auto session = gate.CreateSession(LocalCaller(), *overrides, {.transport = engine::Transport::kCli});
   if (!session) {
@@ -465,6 +469,11 @@ void AddReplCommand(CLI::App& app, int& exit_status) {
   repl->add_option("--save-figures", args->save_figures,
                    "Write each figure to DIR/figure-N.png (created if missing) and print the path")
       ->type_name("DIR");
+  repl->add_option("--guard", args->guard,
+                   "audit: audit hooks in the session's interpreter refuse what the sandbox forbids, as\n"
+                   "PermissionError, from the first cell on (docs/security.md, \"The guard\")")
+      ->check(CLI::IsMember({"off", "audit"}))
+      ->default_str("off");
   repl->callback([args, &exit_status] { exit_status = RunRepl(*args); });
 }
 

@@ -180,6 +180,25 @@ TEST_P(Repl, JsonGivesOneResultPerCell) {
   EXPECT_EQ(r.err, "") << "--json writes nothing else, the traceback is in the JSON";
 }
 
+// --guard: every cell runs with the guard, the first included, and the text says what it refused.
+TEST_P(Repl, GuardRefusesFromTheFirstCellOn) {
+  Invocation r = Session("import os\nx = 1\nos.system('true')\nx + 1\n", {"--guard", "audit", "--json"});
+  REPL_STARTED(r);
+  auto lines = JsonLines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out << r.err;
+  EXPECT_EQ(lines[0]["guard"]["mode"], "audit") << lines[0].dump();
+  EXPECT_EQ(lines[2]["status"], "error");
+  EXPECT_EQ(lines[2]["error"]["ename"], "PermissionError") << lines[2].dump();
+  EXPECT_EQ(lines[2]["guard"]["refused"][0]["event"], "os.system") << lines[2].dump();
+  EXPECT_EQ(lines[3]["result"]["data"]["text/plain"], "2");  // the state is the session's, as ever
+  r = Session("import os\nos.system('true')\n", {"--guard", "audit"});
+  EXPECT_NE(r.err.find("PermissionError: execbox guard: os.system refused"), std::string::npos) << r.err;
+  EXPECT_NE(
+      r.err.find("[execbox] guard refused os.system: running programs is not allowed, by <stdin-2> line 1"),
+      std::string::npos)
+      << r.err;
+}
+
 TEST_P(Repl, TimeoutSaysTheStateIsLostAndTheNextCellStartsEmpty) {
   Invocation r = Session(
       "x = 1\n"
