@@ -290,9 +290,11 @@ class ProcessesTest(ProcessCase):
         self.assertEqual(follower["events"][-1][1]["ended_by"], "session_end")
         self.assertTrue(wait_until(lambda: not still_alive(sleeps), 10), "a process of the deleted session lives on")
         # The session's init and kernel end after its processes (they reap them first). Under the
-        # sanitizer build beside the rest of the suite that took over 10 s once (CI, stop 49).
+        # sanitizer build beside the rest of the suite that took over 10 s once (CI, stop 49) and
+        # over 30 s once (stop 51's checks; alone it takes well under one): the sanitizer's own
+        # exit work in those processes. What is asserted is that they end, so the wait is wide.
         self.assertTrue(
-            wait_until(lambda: not mount_namespaces(descendants(self.server.proc.pid)) & namespaces, 30),
+            wait_until(lambda: not mount_namespaces(descendants(self.server.proc.pid)) & namespaces, 120),
             "a process is still in the session's mounts",
         )
         self.assertTrue(wait_until(lambda: not [g for g in groups if os.path.isdir(g)], 30), groups)
